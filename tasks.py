@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Set up the virtual environment in .venv and run the project's jobs.
+
+Needs nothing but Python (>= 3.11) and pip: `python3 tasks.py demo` or `python3 tasks.py test`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+INSTALL_INPUTS = ("pyproject.toml", "constraints-cpu.txt")
+DEMO = ["askalike", "eval", "cqa",
+        "--split", "dev2016", "--split", "test2016", "--split", "test2017",
+        "--system", "ir", "--system", "random", "--system", "bm25"]
+
+
+def run(*command: str | Path) -> None:
+    print("+", " ".join(str(part) for part in command), flush=True)
+    subprocess.run([str(part) for part in command], cwd=ROOT, check=True)
+
+
+def ensure_environment() -> None:
+    """Create .venv and install the project with its dev tools; skipped when nothing changed."""
+    if not (BIN / "python").exists():
+        venv.create(VENV, with_pip=True)
+    digest = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in INSTALL_INPUTS))
+    stamp = VENV / "askalike-install.sha256"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest():
+        return
+    run(BIN / "python", "-m", "pip", "install", "--quiet", "-c", "constraints-cpu.txt",
+        "-e", ".[dev]")
+    stamp.write_text(digest.hexdigest())
+
+
+def demo() -> None:
+    run(BIN / DEMO[0], *DEMO[1:])
+
+
+def test() -> None:
+    run(BIN / "ruff", "check", ".")
+    run(BIN / "python", "-m", "pytest", "-q")
+
+
+JOBS = {"demo": demo, "test": test}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in JOBS:
+        sys.exit(f"usage: python3 tasks.py {{{'|'.join(JOBS)}}}")
+    try:
+        ensure_environment()
+        JOBS[sys.argv[1]]()
+    except subprocess.CalledProcessError as err:
+        sys.exit(err.returncode)

@@ -1,0 +1,71 @@
+"""The askalike command line: figures, JSON, prediction files and one-line errors."""
+
+import json
+
+from typer.testing import CliRunner
+
+from app.cli import app
+from retrieval.scorer import all_scores_line, score_run
+from train.datasets import read_cqa_run
+
+runner = CliRunner()
+
+
+def test_eval_cqa_json(data_dir):
+    result = runner.invoke(app, ["eval", "cqa", "--split", "test2017", "--system", "ir", "--json",
+                                 "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures["map"] == 0.4185
+    assert figures["n_queries"] == 88
+    assert {"mrr", "avgrec"} <= figures.keys()
+
+
+def test_eval_cqa_writes_predictions_that_score_the_same(data_dir, tmp_path):
+    out = tmp_path / "bm25.pred"
+    result = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", "--system", "bm25",
+                                 "--out", str(out), "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    gold = read_cqa_run(data_dir / "semeval-cqa/SemEval2016-Task3-CQA-QL-dev.xml.subtaskB.relevancy")
+    rescored = score_run(gold, read_cqa_run(out))
+    assert all_scores_line(rescored) in result.output
+
+    scored = runner.invoke(app, ["score", str(gold_path(data_dir)), str(out), "--json"])
+    assert json.loads(scored.output)["map"] == round(rescored.system.map, 4)
+
+
+def gold_path(data_dir):
+    return data_dir / "semeval-cqa/SemEval2016-Task3-CQA-QL-dev.xml.subtaskB.relevancy"
+
+
+def test_several_splits_and_systems_print_a_table(data_dir):
+    result = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", "--split", "test2016",
+                                 "--system", "ir", "--system", "random", "--json",
+                                 "--data-dir", str(data_dir)])
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert [(row["split"], row["system"]) for row in rows] == [
+        ("dev2016", "ir"), ("dev2016", "random"), ("test2016", "ir"), ("test2016", "random")]
+
+
+def test_data_dir_from_environment(data_dir, tmp_path):
+    result = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", "--system", "ir"],
+                           env={"ASKALIKE_DATA": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "semeval-cqa" in result.output and "file not found" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_malformed_prediction_file_is_one_line_error(data_dir, tmp_path):
+    bad = tmp_path / "bad.pred"
+    bad.write_text("Q268\tQ268_R1\t1\t0.5\ttrue\nQ268\tQ268_R2\t1\n")
+    result = runner.invoke(app, ["score", str(gold_path(data_dir)), str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:2: expected 5 fields" in result.output.replace("\n", "")
+
+
+def test_out_needs_a_single_combination(data_dir, tmp_path):
+    result = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", "--system", "ir",
+                                 "--system", "bm25", "--out", str(tmp_path / "x.pred"),
+                                 "--data-dir", str(data_dir)])
+    assert result.exit_code != 0
+    assert not (tmp_path / "x.pred").exists()
