@@ -14,17 +14,22 @@ from rich.console import Console
 from rich.table import Table
 
 from retrieval.baselines import BASELINES
-from retrieval.cqa import CqaEvaluation, evaluate_scores
+from retrieval.cqa import CqaEvaluation, cosine_scores, evaluate_scores
 from retrieval.scorer import ScorerError, format_report, score_run
+from train.config import ConfigError, load_config
+from train.corpus import conversation_pairs
 from train.datasets import (
     CQA_SPLITS,
     DATA_ENV_VAR,
     DataError,
     load_cqa_split,
     read_cqa_run,
+    read_nli,
     resolve_data_dir,
     write_cqa_run,
 )
+from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
+from train.model_io import ModelError, load_model
 
 app = typer.Typer(help="Find questions alike in meaning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -42,6 +47,8 @@ DataDirOption = Annotated[
                  help="Dataset directory [default: ../shared/data beside the checkout]."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ModelOption = Annotated[str, typer.Option("--model", help="A model directory or pretrained:NAME "
+                                                          "(e.g. pretrained:all-MiniLM-L6-v2).")]
 
 
 @contextmanager
@@ -49,7 +56,7 @@ def user_errors() -> Iterator[None]:
     """Report bad input as one line on stderr and exit 2, never as a traceback."""
     try:
         yield
-    except (DataError, ScorerError) as err:
+    except (DataError, ScorerError, ConfigError, ModelError) as err:
         stderr.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
@@ -62,24 +69,33 @@ def _summary_json(evaluation: CqaEvaluation) -> str:
 @eval_app.command("cqa")
 def eval_cqa(
     split: Annotated[list[Split], typer.Option(help="CQA split; repeat for several.")],
-    system: Annotated[list[System], typer.Option(help="Ranking system; repeat for several.")],
+    system: Annotated[list[System] | None, typer.Option(help="Baseline; repeat for several.")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        help="Rank by cosine with this model (a directory or pretrained:NAME); repeatable.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
-                                                  "(one split and system only).")] = None,
+                                                  "(one split and one system or model only).")] = None,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """SemEval 2016/2017 Task 3 subtask B: rank each original question's related questions."""
-    if out is not None and len(split) * len(system) != 1:
-        raise typer.BadParameter("--out takes exactly one --split and one --system")
+    systems, models = system or [], model or []
+    if not systems and not models:
+        raise typer.BadParameter("give at least one --system or --model")
+    if out is not None and len(split) * (len(systems) + len(models)) != 1:
+        raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
         root = resolve_data_dir(data_dir)
+        encoders = {spec: load_model(spec).encoder for spec in models}
         evaluations = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
-            for system_name in system:
+            for system_name in systems:
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
                 evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
+            for spec, encoder in encoders.items():
+                scores = cosine_scores(encoder, cqa_split.questions)
+                evaluations.append(evaluate_scores(cqa_split, spec, scores))
     if out is not None:
         write_cqa_run(out, evaluations[0].predictions)
     if as_json:
@@ -112,6 +128,102 @@ def score(
     with user_errors():
         report = score_run(read_cqa_run(gold), read_cqa_run(predictions))
     typer.echo(json.dumps(report.summary()) if as_json else format_report(report))
+
+
+def _print_figures(title: str, figures: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(figures))
+        return
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, value in _flatten(figures):
+        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+
+
+def _flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:
+    rows: list[tuple[str, object]] = []
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            rows += _flatten(value, f"{prefix}{name}.")
+        else:
+            rows.append((f"{prefix}{name}", value))
+    return rows
+
+
+@eval_app.command("sts")
+def eval_sts(
+    model: ModelOption,
+    split: Annotated[str, typer.Option(help="STS Benchmark split: dev or test.")] = "dev",
+    tuned: Annotated[bool, typer.Option(help="Fit Yang et al.'s transformation on STSb train "
+                                             "first (4.4.1).")] = False,
+    as_json: JsonOption = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
+    if split not in ("dev", "test"):
+        raise typer.BadParameter("--split is dev or test")
+    with user_errors():
+        figures = evaluate_stsb(load_model(model).encoder, resolve_data_dir(data_dir), split, tuned)
+    _print_figures(f"STS Benchmark {split} ({'tuned' if tuned else 'raw'}): {model}",
+                   {"model": model, **figures}, as_json)
+
+
+@eval_app.command("response")
+def eval_response(model: ModelOption, as_json: JsonOption = False,
+                  data_dir: DataDirOption = None) -> None:
+    """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
+    (Yang Table 1)."""
+    with user_errors():
+        root = resolve_data_dir(data_dir)
+        loaded = load_model(model)
+        figures: dict[str, object] = {"model": model}
+        for stem in ("reddit_2015", "self_dialogue", "dailydialog", "ubuntu_irc"):
+            figures[stem] = response_precision(loaded, conversation_pairs(root, stem)[1])
+    _print_figures(f"Response selection among 100: {model}", figures, as_json)
+
+
+@eval_app.command("nli")
+def eval_nli(model: ModelOption, as_json: JsonOption = False,
+             data_dir: DataDirOption = None) -> None:
+    """SNLI test accuracy of the model's NLI head."""
+    with user_errors():
+        pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
+        try:
+            figures = nli_accuracy(load_model(model), pairs)
+        except ValueError as err:
+            raise ModelError(f"{model}: {err}") from None
+    _print_figures(f"SNLI test: {model}", {"model": model, **figures}, as_json)
+
+
+@eval_app.command("transfer")
+def eval_transfer(model: ModelOption, as_json: JsonOption = False,
+                  data_dir: DataDirOption = None) -> None:
+    """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
+    with user_errors():
+        figures = evaluate_transfer(load_model(model).encoder, resolve_data_dir(data_dir))
+    _print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
+
+
+@app.command("train")
+def train(
+    config: Annotated[Path, typer.Argument(help="A training config, e.g. train/configs/dan-reddit.toml.")],
+    resume: Annotated[bool, typer.Option(help="Continue the run from its last checkpoint.")] = False,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory [default: runs/NAME].")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
+    from train.trainer import Trainer  # loads torch training machinery only when training
+
+    with user_errors():
+        parsed = load_config(config)
+        directory = run_dir or Path("runs") / parsed.name
+        try:
+            Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
+        except (FileExistsError, ValueError) as err:
+            raise ConfigError(str(err)) from None
+    typer.echo(f"saved {directory / 'model'}")
 
 
 def main() -> None:

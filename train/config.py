@@ -1,0 +1,103 @@
+"""Training configuration, read from a committed TOML file (``train/configs/*.toml``)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+CONVERSATION_FILES = ("reddit_2015", "self_dialogue", "sgd", "chitchat", "cmu_dog", "dailydialog",
+                      "ubuntu_irc", "twitter_small")
+QATAR_LIVING_FILES = (
+    "semeval-cqa/SemEval2016-Task3-CQA-QL-train-part2.xml",
+    "semeval-cqa/extra-2015-reformatted/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml",
+    "semeval-cqa/extra-2015-reformatted/SemEval2015-Task3-CQA-QL-train-reformatted-excluding-2016-questions-cleansed.xml",
+)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ModelConfig:
+    kind: str = "dan"  # dan | transformer | cse | pretrained
+    pretrained: str = "all-MiniLM-L6-v2"  # with kind = "pretrained"
+    vocabulary_size: int = 50_000
+    min_count: int = 2
+    oov_buckets: int = 1000
+    bigram_buckets: int = 0
+    glove: bool = False  # initialise word embeddings from GloVe 6B 50d (embedding_dim = 50)
+    encoder: dict[str, Any] = field(default_factory=dict)  # encoder constructor arguments
+
+
+@dataclass
+class DataConfig:
+    conversations: list[str] = field(default_factory=lambda: list(CONVERSATION_FILES))
+    max_pairs_per_file: int = 0  # 0: all
+    qatar_living: list[str] = field(default_factory=lambda: list(QATAR_LIVING_FILES))
+    nli: list[str] = field(default_factory=list)  # stems under nli/, or "sick_train"
+
+
+@dataclass
+class TrainingConfig:
+    objective: str = "response"  # response | cse
+    steps: int = 1000
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    nli_ratio: float = 0.0  # share of steps that are NLI batches (multitask)
+    nli_batch_size: int = 64
+    margin: float = 0.5  # CSE margin delta
+    embedding_pull: float = 0.0  # CSE L2 pull of word embeddings to their initial values
+    max_grad_norm: float = 5.0
+    eval_every: int = 500
+    eval_pairs: int = 1000  # held-out pairs scored for P@N during training
+    checkpoint_every: int = 100
+    log_every: int = 10
+    half_precision: bool = False  # save fp16 weights
+
+
+@dataclass
+class TrainConfig:
+    name: str
+    seed: int = 13
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _section(cls: type, values: dict[str, Any], where: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
+    return cls(**values)
+
+
+def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
+    values = dict(values)
+    sections = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
+    parsed = {name: _section(cls, values.pop(name, {}), f"{where} [{name}]")
+              for name, cls in sections.items()}
+    if "name" not in values:
+        raise ConfigError(f"{where}: a config needs a name")
+    config = _section(TrainConfig, values | parsed, where)
+    if config.model.kind not in ("dan", "transformer", "cse", "pretrained"):
+        raise ConfigError(f"{where}: unknown model kind {config.model.kind!r}")
+    if config.training.objective not in ("response", "cse"):
+        raise ConfigError(f"{where}: unknown objective {config.training.objective!r}")
+    return config
+
+
+def load_config(path: Path) -> TrainConfig:
+    try:
+        values = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    return parse_config(values, str(path))

@@ -1,0 +1,64 @@
+"""Training data: conversation pairs (with a fixed held-out tail per file), in-domain Qatar
+Living question -> comment pairs, and NLI pairs. Test files are never read here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from train.config import DataConfig
+from train.datasets import NliPair, read_conversations, read_cqa_threads, read_nli, read_sick
+
+Pair = tuple[str, str]
+HELDOUT_PER_FILE = 500  # the last pairs of each conversation file: never trained on, scored for P@N
+
+
+@dataclass
+class TrainingData:
+    pairs: list[Pair]  # (input, response)
+    heldout: list[Pair]  # for P@N; the last pairs of each conversation file
+    nli: list[NliPair]
+
+
+def conversation_pairs(data_dir: Path, stem: str, max_pairs: int = 0) -> tuple[list[Pair], list[Pair]]:
+    """(training pairs, held-out tail) of one conversation file."""
+    path = data_dir / "conversations" / f"{stem}.tsv.gz"
+    pairs = [(p.input, p.response) for p in read_conversations(path)]
+    cut = max(len(pairs) - HELDOUT_PER_FILE, 0)
+    train = pairs[:cut]
+    return (train[:max_pairs] if max_pairs else train), pairs[cut:]
+
+
+def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
+    """Each forum question (subject + body) with each of its comments."""
+    pairs = []
+    for relative in files:
+        for thread in read_cqa_threads(data_dir / relative):
+            if thread.text:
+                pairs.extend((thread.text, c.text) for c in thread.comments if c.text.strip())
+    return pairs
+
+
+def nli_pairs(data_dir: Path, names: list[str]) -> list[NliPair]:
+    result: list[NliPair] = []
+    for name in names:
+        if name == "sick_train":
+            result.extend(NliPair(p.entailment.lower(), p.sentence1, p.sentence2)
+                          for p in read_sick(data_dir / "sick" / "SICK_train.txt", "train"))
+        elif name.startswith(("snli_1.0", "cad_snli_dev", "cad_snli_test")):
+            raise ValueError(f"{name}: an NLI evaluation set (or one that overlaps SNLI dev/test) "
+                             "cannot be training data")
+        else:
+            result.extend(read_nli(data_dir / "nli" / f"{name}.tsv.gz"))
+    return result
+
+
+def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
+    pairs: list[Pair] = []
+    heldout: list[Pair] = []
+    for stem in config.conversations:
+        train, held = conversation_pairs(data_dir, stem, config.max_pairs_per_file)
+        pairs += train
+        heldout += held
+    pairs += qatar_living_pairs(data_dir, config.qatar_living)
+    return TrainingData(pairs, heldout, nli_pairs(data_dir, config.nli))

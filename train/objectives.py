@@ -1,0 +1,111 @@
+"""Training objectives of both papers, written so that negatives come from the global batch.
+
+- Input-response selection (Yang et al. 2.1-2.2): dot products between inputs and responses
+  passed through an extra feed-forward, softmax cross-entropy over in-batch negatives.
+- NLI (2.4): features (u, v, |u-v|, u*v) into a 512-unit layer and a 3-way softmax.
+- CSE margin (Jiao et al. 3.2): max(0, delta - cos(s1, s2) + cos(s1, t)) + the symmetric term,
+  t the most similar in-batch negative, plus an L2 pull of word embeddings to their start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+
+
+class _GatherWithGradient(torch.autograd.Function):
+    """all_gather whose backward sums every worker's gradient for this worker's slice.
+
+    Written with all_reduce so that it runs on gloo (CPU) as well as NCCL.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, local: torch.Tensor) -> torch.Tensor:
+        ctx.rank, ctx.size = dist.get_rank(), local.shape[0]
+        parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, local.contiguous())
+        return torch.cat(parts, dim=0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous()
+        dist.all_reduce(grad)
+        return grad[ctx.rank * ctx.size : (ctx.rank + 1) * ctx.size]
+
+
+def gather_batch(local: torch.Tensor) -> torch.Tensor:
+    """The global batch across workers (the local batch when not distributed)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return _GatherWithGradient.apply(local)
+    return local
+
+
+def local_offset(local_size: int) -> int:
+    """Where this worker's rows start in the gathered batch."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() * local_size
+    return 0
+
+
+class ResponseSelectionHead(nn.Module):
+    """The response-side feed-forward; scores are dot products input . ff(response)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.feed_forward = nn.Sequential(nn.Linear(dim, dim), nn.Tanh(), nn.Linear(dim, dim))
+
+    def scores(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        return inputs @ self.feed_forward(responses).T
+
+    def loss(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of picking each input's own response among all responses of the
+        global batch; ``inputs`` are this worker's rows."""
+        all_responses = gather_batch(responses)
+        targets = torch.arange(inputs.shape[0], device=inputs.device) + local_offset(inputs.shape[0])
+        return F.cross_entropy(self.scores(inputs, all_responses), targets)
+
+
+class NliHead(nn.Module):
+    def __init__(self, dim: int, hidden: int = 512, classes: int = 3) -> None:
+        super().__init__()
+        self.classifier = nn.Sequential(nn.Linear(4 * dim, hidden), nn.ReLU(),
+                                        nn.Linear(hidden, classes))
+
+    def forward(self, premises: torch.Tensor, hypotheses: torch.Tensor) -> torch.Tensor:
+        features = torch.cat([premises, hypotheses, (premises - hypotheses).abs(),
+                              premises * hypotheses], dim=-1)
+        return self.classifier(features)
+
+    def loss(self, premises: torch.Tensor, hypotheses: torch.Tensor,
+             labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self(premises, hypotheses), labels)
+
+
+def hardest_negatives(similarity: torch.Tensor) -> torch.Tensor:
+    """For each row i, the column j != i with the highest similarity."""
+    masked = similarity.masked_fill(torch.eye(*similarity.shape, dtype=torch.bool,
+                                              device=similarity.device), float("-inf"))
+    return masked.argmax(dim=1)
+
+
+def cse_margin_loss(sources: torch.Tensor, targets: torch.Tensor, margin: float) -> torch.Tensor:
+    """Jiao et al. eq. 3 over the global batch: each pair against its hardest negatives."""
+    sources, targets = gather_batch(sources), gather_batch(targets)
+    similarity = F.normalize(sources, dim=-1) @ F.normalize(targets, dim=-1).T
+    positive = similarity.diagonal()
+    rows = torch.arange(similarity.shape[0], device=similarity.device)
+    negative_target = similarity[rows, hardest_negatives(similarity)]
+    negative_source = similarity.T[rows, hardest_negatives(similarity.T)]
+    return (F.relu(margin - positive + negative_target)
+            + F.relu(margin - positive + negative_source)).mean()
+
+
+def embedding_pull(embedding: nn.Embedding, initial: torch.Tensor, ids: torch.Tensor,
+                   weight: float) -> torch.Tensor:
+    """L2 distance of the rows used in this batch from their initial values (Jiao et al. 3.2)."""
+    rows = ids.unique()
+    return weight * (embedding.weight[rows] - initial[rows]).pow(2).sum()

@@ -1,0 +1,321 @@
+"""The training loop behind ``askalike train CONFIG.toml [--resume]``.
+
+Seeded and resumable exactly: every batch is a function of (seed, epoch, position), the
+checkpoint holds model, optimiser, cursors and RNG state and is written atomically, so a run
+killed at any moment (kill -9 included) continues from its last checkpoint as if never stopped.
+Under ``torchrun`` it trains with DistributedDataParallel, negatives drawn from the global batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from torch import nn
+
+from train.batching import unique_text_batches
+from train.config import TrainConfig
+from train.corpus import Pair, TrainingData, load_training_data
+from train.datasets import NLI_LABELS, NliPair, read_word_vectors
+from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
+from train.evaluation import evaluate_stsb, response_precision
+from train.model_io import PRETRAINED, TrainedModel, save_model
+from train.objectives import NliHead, ResponseSelectionHead, cse_margin_loss, embedding_pull
+from train.text import Vocabulary
+
+GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
+
+
+class TrainingModel(nn.Module):
+    """Encoder and heads as one module (what DistributedDataParallel wraps); forward = loss."""
+
+    def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead,
+                 nli_head: NliHead | None, margin: float, pull: float) -> None:
+        super().__init__()
+        self.encoder, self.response_head, self.nli_head = encoder, response_head, nli_head
+        self.margin, self.pull = margin, pull
+        self.initial_embeddings: torch.Tensor | None = None
+        if pull and isinstance(encoder, VocabularyEncoder):
+            self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
+
+    def forward(self, task: str, first: list[str], second: list[str],
+                labels: torch.Tensor | None = None) -> torch.Tensor:
+        a, b = self.encoder.embed(first), self.encoder.embed(second)
+        if task == "nli":
+            assert self.nli_head is not None and labels is not None
+            return self.nli_head.loss(a, b, labels.to(a.device))
+        if task == "response":
+            return self.response_head.loss(a, b)
+        loss = cse_margin_loss(a, b, self.margin)
+        if self.initial_embeddings is not None:
+            assert isinstance(self.encoder, VocabularyEncoder)
+            ids = torch.cat([self.encoder.tokenize(first)["words"].flatten(),
+                             self.encoder.tokenize(second)["words"].flatten()]).to(a.device)
+            loss = loss + embedding_pull(self.encoder.word_embeddings,
+                                         self.initial_embeddings.to(a.device), ids, self.pull)
+        return loss
+
+
+@dataclass
+class Cursor:
+    """Where a task's batch stream stands: epoch and batch index within it."""
+
+    epoch: int = 0
+    index: int = 0
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    cursors: dict[str, Cursor] = field(default_factory=lambda: {"pairs": Cursor(), "nli": Cursor()})
+
+
+class BatchStream:
+    """Full batches of one epoch after another, each epoch shuffled from (seed, epoch)."""
+
+    def __init__(self, make_epoch: Callable[[int], list[list[int]]], batch_size: int,
+                 cursor: Cursor) -> None:
+        self.make_epoch, self.batch_size, self.cursor = make_epoch, batch_size, cursor
+        self._epoch: list[list[int]] | None = None
+
+    def next(self) -> list[int]:
+        while True:
+            if self._epoch is None:
+                self._epoch = [b for b in self.make_epoch(self.cursor.epoch) if len(b) == self.batch_size]
+                if not self._epoch:
+                    raise ValueError(f"not enough training pairs for one batch of {self.batch_size}")
+            if self.cursor.index < len(self._epoch):
+                batch = self._epoch[self.cursor.index]
+                self.cursor.index += 1
+                return batch
+            self.cursor, self._epoch = Cursor(self.cursor.epoch + 1, 0), None
+
+
+def distributed_context() -> tuple[int, int]:
+    """(rank, world size); joins the process group when launched by torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+def choose_device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def build_encoder(config: TrainConfig, data: TrainingData, data_dir: Path,
+                  vocabulary: Vocabulary | None) -> SentenceEncoder:
+    model = config.model
+    if model.kind == "pretrained":
+        return PretrainedEncoder(PRETRAINED[model.pretrained](), **model.encoder)
+    if vocabulary is None:
+        texts = (text for pair in data.pairs for text in pair)
+        vocabulary = Vocabulary.build(texts, model.vocabulary_size, model.min_count,
+                                      model.oov_buckets, model.bigram_buckets)
+    encoder = VOCABULARY_ENCODERS[model.kind](vocabulary, **model.encoder)
+    if model.glove:
+        load_glove(encoder, data_dir / GLOVE)
+    return encoder
+
+
+def load_glove(encoder: VocabularyEncoder, path: Path) -> int:
+    """Copy GloVe vectors into the word embeddings of known words; returns how many."""
+    table = encoder.word_embeddings.weight
+    found = 0
+    with torch.no_grad():
+        for word, vector in read_word_vectors(path):
+            if vector.shape[0] != table.shape[1]:
+                raise ValueError(f"GloVe has {vector.shape[0]} dimensions, the encoder's word "
+                                 f"embeddings {table.shape[1]}")
+            index = encoder.vocabulary._index.get(word)  # type: ignore[attr-defined]
+            if index is not None:
+                table[index] = torch.from_numpy(vector)
+                found += 1
+    return found
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, data_dir: Path, run_dir: Path,
+                 data: TrainingData | None = None) -> None:
+        self.config, self.data_dir, self.run_dir = config, data_dir, run_dir
+        self.rank, self.world = distributed_context()
+        self.device = choose_device()
+        self.data = data if data is not None else load_training_data(data_dir, config.data)
+        self.checkpoint_path = run_dir / "checkpoint.pt"
+        self.log_path = run_dir / "metrics.jsonl"
+        self.state = RunState()
+        torch.manual_seed(config.seed)
+        vocabulary_path = run_dir / "vocab.json"
+        vocabulary = Vocabulary.load(vocabulary_path) if vocabulary_path.is_file() else None
+        encoder = build_encoder(config, self.data, data_dir, vocabulary)
+        if isinstance(encoder, VocabularyEncoder) and self.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            encoder.vocabulary.save(vocabulary_path)
+        training = config.training
+        nli_head = NliHead(encoder.dim) if self.data.nli else None
+        self.model = TrainingModel(encoder, ResponseSelectionHead(encoder.dim), nli_head,
+                                   training.margin, training.embedding_pull).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=training.learning_rate)
+        self.wrapped: nn.Module = self.model
+        if self.world > 1:
+            self.wrapped = nn.parallel.DistributedDataParallel(self.model, find_unused_parameters=True)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self) -> None:
+        if self.rank != 0:
+            return
+        payload = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.state.step,
+            "cursors": {k: (c.epoch, c.index) for k, c in self.state.cursors.items()},
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "config": self.config.as_dict(),
+        }
+        temporary = self.checkpoint_path.with_suffix(".tmp")
+        with open(temporary, "wb") as handle:
+            torch.save(payload, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.checkpoint_path)
+
+    def load_checkpoint(self) -> bool:
+        if not self.checkpoint_path.is_file():
+            return False
+        payload = torch.load(self.checkpoint_path, map_location=self.device, weights_only=False)
+        if payload["config"] != self.config.as_dict():
+            raise ValueError(f"{self.checkpoint_path} was written by a different config; "
+                             "start a new run directory or restore that config")
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()})
+        torch.set_rng_state(payload["torch_rng"].cpu())
+        if payload["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(payload["cuda_rng"])
+        self._forget_log_after(self.state.step)
+        return True
+
+    def _forget_log_after(self, step: int) -> None:
+        """Drop log records of steps that the checkpoint does not hold (they will be redone)."""
+        if self.rank != 0 or not self.log_path.is_file():
+            return
+        kept = [line for line in self.log_path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= step]
+        self.log_path.write_text("".join(line + "\n" for line in kept))
+
+    # ------------------------------------------------------------------ steps
+
+    def _task(self, step: int) -> str:
+        ratio = self.config.training.nli_ratio
+        if self.data.nli and ratio > 0 and np.random.default_rng([self.config.seed, step]).random() < ratio:
+            return "nli"
+        return self.config.training.objective
+
+    def _local(self, batch: list[Any]) -> list[Any]:
+        size = len(batch) // self.world
+        return batch[self.rank * size : (self.rank + 1) * size]
+
+    def step(self, task: str, first: list[str], second: list[str],
+             labels: torch.Tensor | None = None) -> float:
+        """One optimiser step on this worker's share of a global batch."""
+        self.model.train()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            loss = self.wrapped(task, first, second, labels)
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.training.max_grad_norm)
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def _streams(self) -> tuple[BatchStream, BatchStream | None]:
+        training, seed = self.config.training, self.config.seed
+        pairs = BatchStream(lambda epoch: unique_text_batches(self.data.pairs, training.batch_size,
+                                                              seed * 1000 + epoch),
+                            training.batch_size, self.state.cursors["pairs"])
+        nli = None
+        if self.data.nli:
+            def nli_epoch(epoch: int) -> list[list[int]]:
+                order = np.random.default_rng([seed, epoch, 1]).permutation(len(self.data.nli)).tolist()
+                size = training.nli_batch_size
+                return [order[i : i + size] for i in range(0, len(order) - size + 1, size)]
+            nli = BatchStream(nli_epoch, training.nli_batch_size, self.state.cursors["nli"])
+        return pairs, nli
+
+    # ------------------------------------------------------------------ evaluation and logging
+
+    def trained_model(self) -> TrainedModel:
+        return TrainedModel(self.model.encoder, self.model.response_head, self.model.nli_head)
+
+    def evaluate(self) -> dict[str, Any]:
+        eval_pairs = self.data.heldout[: self.config.training.eval_pairs]
+        metrics: dict[str, Any] = {}
+        if len(eval_pairs) >= 100:
+            metrics["response"] = response_precision(self.trained_model(), eval_pairs)
+        metrics["stsb_dev_pearson"] = evaluate_stsb(self.model.encoder, self.data_dir, "dev")["pearson"]
+        return metrics
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.rank == 0:
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, resume: bool = False, show_progress: bool = True) -> TrainedModel:
+        training = self.config.training
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            self.load_checkpoint()
+        elif self.checkpoint_path.exists():
+            raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume to continue it, "
+                                  "or choose a new run directory")
+        pairs_stream, nli_stream = self._streams()
+        started, seen_pairs = time.perf_counter(), 0
+        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("{task.fields[status]}"), TimeRemainingColumn())
+        with Progress(*columns, disable=not show_progress or self.rank != 0) as progress:
+            bar = progress.add_task(self.config.name, total=training.steps,
+                                    completed=self.state.step, status="")
+            while self.state.step < training.steps:
+                task = self._task(self.state.step)
+                if task == "nli":
+                    assert nli_stream is not None
+                    items: list[NliPair] = [self.data.nli[i] for i in self._local(nli_stream.next())]
+                    labels = torch.tensor([NLI_LABELS.index(p.label) for p in items])
+                    loss = self.step("nli", [p.premise for p in items], [p.hypothesis for p in items], labels)
+                else:
+                    batch: list[Pair] = [self.data.pairs[i] for i in self._local(pairs_stream.next())]
+                    loss = self.step(task, [a for a, _ in batch], [b for _, b in batch])
+                    seen_pairs += len(batch) * self.world
+                self.state.step += 1
+                rate = seen_pairs / (time.perf_counter() - started)
+                progress.update(bar, completed=self.state.step,
+                                status=f"loss {loss:.3f} · {rate:,.0f} pairs/s")
+                step = self.state.step
+                if step % training.log_every == 0:
+                    self.log({"step": step, "task": task, "loss": loss, "pairs_per_s": rate})
+                if self.rank == 0 and (step % training.eval_every == 0 or step == training.steps):
+                    self.log({"step": step, "eval": self.evaluate()})
+                if step % training.checkpoint_every == 0 or step == training.steps:
+                    self.save_checkpoint()
+        model = self.trained_model()
+        if self.rank == 0:
+            model.metrics = {"config": self.config.name, "steps": self.state.step,
+                             "train_pairs": len(self.data.pairs), "nli_pairs": len(self.data.nli),
+                             "pairs_per_s": seen_pairs / max(time.perf_counter() - started, 1e-9),
+                             "device": str(self.device), "world_size": self.world, **self.evaluate()}
+            save_model(model, self.run_dir / "model", half_precision=training.half_precision)
+        return model
