@@ -147,10 +147,16 @@ class TransformerSentenceEncoder(VocabularyEncoder):
         self.hidden, self.layers, self.heads = hidden, layers, heads
         self.filter_size, self.dropout = filter_size, dropout
         self.words = nn.Embedding(vocabulary.word_count, hidden, padding_idx=PAD)
+        # unit variance after the sqrt(hidden) scaling of forward(), as in Vaswani et al.
+        nn.init.normal_(self.words.weight, std=hidden**-0.5)
+        with torch.no_grad():
+            self.words.weight[PAD].zero_()
         self.register_buffer("timing", timing_signal(max_length, hidden), persistent=False)
         layer = nn.TransformerEncoderLayer(hidden, heads, filter_size, dropout, batch_first=True,
                                            norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        # a pre-norm stack needs a final LayerNorm, else the residual stream's scale is unbounded
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(hidden),
+                                             enable_nested_tensor=False)
         self.dim = hidden
 
     @property
@@ -174,7 +180,9 @@ class TransformerSentenceEncoder(VocabularyEncoder):
 class CseEncoder(VocabularyEncoder):
     """Wide convolutions (zero-padded by width-1 on both sides) so every n-gram of a sentence,
     however short, is seen; positions beyond the sentence are masked before sum pooling, so
-    batch padding never changes an embedding."""
+    batch padding never changes an embedding. The convolutions have no bias: under sum pooling
+    a bias only adds a length-proportional vector common to all sentences, which dominates
+    their cosines."""
 
     kind = "cse"
 
@@ -184,7 +192,8 @@ class CseEncoder(VocabularyEncoder):
         self.embedding_dim, self.widths, self.maps = embedding_dim, tuple(widths), maps
         self.words = nn.Embedding(vocabulary.word_count, embedding_dim, padding_idx=PAD)
         self.convolutions = nn.ModuleList(
-            nn.Conv1d(embedding_dim, maps, width, padding=width - 1) for width in self.widths)
+            nn.Conv1d(embedding_dim, maps, width, padding=width - 1, bias=False)
+            for width in self.widths)
         self.dim = maps * len(self.widths)
 
     @property

@@ -85,23 +85,26 @@ class NliHead(nn.Module):
         return F.cross_entropy(self(premises, hypotheses), labels)
 
 
-def hardest_negatives(similarity: torch.Tensor) -> torch.Tensor:
-    """For each row i, the column j != i with the highest similarity."""
-    masked = similarity.masked_fill(torch.eye(*similarity.shape, dtype=torch.bool,
-                                              device=similarity.device), float("-inf"))
+def hardest_negatives(similarity: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """For each row i, the column other than ``positives[i]`` with the highest similarity."""
+    masked = similarity.clone()
+    masked[torch.arange(similarity.shape[0], device=similarity.device), positives] = float("-inf")
     return masked.argmax(dim=1)
 
 
 def cse_margin_loss(sources: torch.Tensor, targets: torch.Tensor, margin: float) -> torch.Tensor:
-    """Jiao et al. eq. 3 over the global batch: each pair against its hardest negatives."""
-    sources, targets = gather_batch(sources), gather_batch(targets)
-    similarity = F.normalize(sources, dim=-1) @ F.normalize(targets, dim=-1).T
-    positive = similarity.diagonal()
-    rows = torch.arange(similarity.shape[0], device=similarity.device)
-    negative_target = similarity[rows, hardest_negatives(similarity)]
-    negative_source = similarity.T[rows, hardest_negatives(similarity.T)]
-    return (F.relu(margin - positive + negative_target)
-            + F.relu(margin - positive + negative_source)).mean()
+    """Jiao et al. eq. 3 for this worker's pairs, negatives drawn from the global batch: each
+    source against its hardest wrong target, each target against its hardest wrong source."""
+    all_sources = F.normalize(gather_batch(sources), dim=-1)
+    all_targets = F.normalize(gather_batch(targets), dim=-1)
+    local = torch.arange(sources.shape[0], device=sources.device)
+    positions = local + local_offset(sources.shape[0])
+    source_vs_targets = F.normalize(sources, dim=-1) @ all_targets.T
+    target_vs_sources = F.normalize(targets, dim=-1) @ all_sources.T
+    positive = source_vs_targets[local, positions]
+    wrong_target = source_vs_targets[local, hardest_negatives(source_vs_targets, positions)]
+    wrong_source = target_vs_sources[local, hardest_negatives(target_vs_sources, positions)]
+    return (F.relu(margin - positive + wrong_target) + F.relu(margin - positive + wrong_source)).mean()
 
 
 def embedding_pull(embedding: nn.Embedding, initial: torch.Tensor, ids: torch.Tensor,

@@ -38,7 +38,7 @@ GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
 class TrainingModel(nn.Module):
     """Encoder and heads as one module (what DistributedDataParallel wraps); forward = loss."""
 
-    def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead,
+    def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead | None,
                  nli_head: NliHead | None, margin: float, pull: float) -> None:
         super().__init__()
         self.encoder, self.response_head, self.nli_head = encoder, response_head, nli_head
@@ -54,6 +54,7 @@ class TrainingModel(nn.Module):
             assert self.nli_head is not None and labels is not None
             return self.nli_head.loss(a, b, labels.to(a.device))
         if task == "response":
+            assert self.response_head is not None
             return self.response_head.loss(a, b)
         loss = cse_margin_loss(a, b, self.margin)
         if self.initial_embeddings is not None:
@@ -145,6 +146,11 @@ def load_glove(encoder: VocabularyEncoder, path: Path) -> int:
     return found
 
 
+def _resumable(config: dict[str, Any]) -> dict[str, Any]:
+    """What must match to resume a run: everything but the step count (runs may be extended)."""
+    return {**config, "training": {k: v for k, v in config["training"].items() if k != "steps"}}
+
+
 class Trainer:
     def __init__(self, config: TrainConfig, data_dir: Path, run_dir: Path,
                  data: TrainingData | None = None) -> None:
@@ -164,12 +170,15 @@ class Trainer:
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
         nli_head = NliHead(encoder.dim) if self.data.nli else None
-        self.model = TrainingModel(encoder, ResponseSelectionHead(encoder.dim), nli_head,
+        response_head = ResponseSelectionHead(encoder.dim) if training.objective == "response" else None
+        self.model = TrainingModel(encoder, response_head, nli_head,
                                    training.margin, training.embedding_pull).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=training.learning_rate)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
-            self.wrapped = nn.parallel.DistributedDataParallel(self.model, find_unused_parameters=True)
+            # the NLI head sits idle on response steps and vice versa
+            self.wrapped = nn.parallel.DistributedDataParallel(self.model,
+                                                               find_unused_parameters=nli_head is not None)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -196,7 +205,7 @@ class Trainer:
         if not self.checkpoint_path.is_file():
             return False
         payload = torch.load(self.checkpoint_path, map_location=self.device, weights_only=False)
-        if payload["config"] != self.config.as_dict():
+        if _resumable(payload["config"]) != _resumable(self.config.as_dict()):
             raise ValueError(f"{self.checkpoint_path} was written by a different config; "
                              "start a new run directory or restore that config")
         self.model.load_state_dict(payload["model"])
@@ -257,6 +266,7 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation and logging
 
     def trained_model(self) -> TrainedModel:
+        """The encoder with the heads it was trained with (a CSE model scores by cosine)."""
         return TrainedModel(self.model.encoder, self.model.response_head, self.model.nli_head)
 
     def evaluate(self) -> dict[str, Any]:

@@ -1,0 +1,60 @@
+"""Objectives: hardest negatives, the CSE margin loss, response selection, NLI head."""
+
+import pytest
+import torch
+
+from train.objectives import (
+    NliHead,
+    ResponseSelectionHead,
+    cse_margin_loss,
+    embedding_pull,
+    hardest_negatives,
+)
+
+
+def test_hardest_negative_excludes_the_positive():
+    similarity = torch.tensor([[0.9, 0.5, 0.7], [0.8, 0.95, 0.1], [0.2, 0.3, 0.99]])
+    assert hardest_negatives(similarity, torch.arange(3)).tolist() == [2, 0, 1]
+    assert hardest_negatives(similarity[1:], torch.tensor([1, 2])).tolist() == [0, 1]
+
+
+def test_cse_margin_loss_is_zero_when_pairs_are_separated():
+    sources = torch.eye(3)
+    assert float(cse_margin_loss(sources, sources.clone(), margin=0.5)) == 0.0
+    confused = torch.tensor([[1.0, 0.0], [1.0, 0.1]])
+    assert float(cse_margin_loss(confused, confused.clone(), margin=0.5)) > 0.5
+
+
+def test_cse_margin_value_matches_the_formula():
+    s1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    s2 = torch.tensor([[0.6, 0.8], [0.8, 0.6]])
+    # cos(s1_i, s2_i) = 0.6; hardest negative of each side: 0.8 -> each term 0.5 - 0.6 + 0.8
+    assert float(cse_margin_loss(s1, s2, 0.5)) == pytest.approx(1.4)
+
+
+def test_response_loss_prefers_matching_pairs():
+    torch.manual_seed(0)
+    head = ResponseSelectionHead(4)
+    with torch.no_grad():
+        for layer in (head.feed_forward[0], head.feed_forward[2]):
+            layer.weight.copy_(torch.eye(4) * 3)
+            layer.bias.zero_()
+    inputs = torch.eye(4)
+    with torch.no_grad():
+        assert float(head.loss(inputs, inputs)) < float(head.loss(inputs, inputs.flip(0)))
+
+
+def test_nli_head_features_and_shape():
+    head = NliHead(5, hidden=7)
+    assert head.classifier[0].in_features == 20
+    assert head(torch.zeros(3, 5), torch.ones(3, 5)).shape == (3, 3)
+    assert float(head.loss(torch.zeros(2, 5), torch.ones(2, 5), torch.tensor([0, 2]))) > 0
+
+
+def test_embedding_pull_counts_only_batch_rows():
+    embedding = torch.nn.Embedding(4, 2)
+    initial = embedding.weight.detach().clone()
+    with torch.no_grad():
+        embedding.weight[3] += 1.0
+    assert float(embedding_pull(embedding, initial, torch.tensor([0, 1]), 1.0)) == 0.0
+    assert float(embedding_pull(embedding, initial, torch.tensor([3, 3]), 0.5)) == pytest.approx(1.0)

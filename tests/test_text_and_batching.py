@@ -1,0 +1,50 @@
+"""Tokenizer, vocabulary and duplicate-free batching."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from train.batching import text_key, unique_text_batches
+from train.text import Vocabulary, tokenize
+
+
+def test_tokenize_normalises_case_and_unicode():
+    assert tokenize("\uff37hat's the \uff22EST caf\u00e9?") == ["what's", "the", "best", "café", "?"]
+
+
+def test_vocabulary_known_oov_and_bigrams(tmp_path):
+    vocabulary = Vocabulary.build(["a b c", "a b", "a"], max_size=2, min_count=1, oov_buckets=10,
+                                  bigram_buckets=50)
+    assert vocabulary.words == ("a", "b")
+    assert vocabulary.word_id("a") == 1
+    oov = vocabulary.word_id("zebra")
+    assert 3 <= oov < 3 + 10 and oov == vocabulary.word_id("zebra")
+    batch = vocabulary.encode(["a b zebra", "b"], max_length=8)
+    assert batch["words"].tolist() == [[1, 2, oov], [2, 0, 0]]
+    assert batch["bigrams"][1].tolist() == [0, 0]
+    assert 1 <= int(batch["bigrams"][0, 0]) <= 50
+    vocabulary.save(tmp_path / "vocab.json")
+    assert Vocabulary.load(tmp_path / "vocab.json").encode(["a b zebra"], 8)["bigrams"].equal(
+        vocabulary.encode(["a b zebra"], 8)["bigrams"])
+
+
+pair_lists = st.lists(st.tuples(st.sampled_from("abcdefghij"), st.sampled_from("abcdefghijk")),
+                      min_size=1, max_size=60)
+
+
+@given(pair_lists, st.integers(2, 8), st.integers(0, 3))
+def test_batches_never_repeat_a_text_and_keep_every_usable_pair(pairs, size, seed):
+    batches = unique_text_batches(pairs, size, seed)
+    for batch in batches:
+        texts = [text_key(t) for i in batch for t in pairs[i]]
+        assert len(texts) == len(set(texts))
+        assert len(batch) <= size
+    placed = sorted(i for batch in batches for i in batch)
+    usable = [i for i, (a, b) in enumerate(pairs) if text_key(a) != text_key(b)]
+    assert placed == usable
+
+
+def test_batches_are_seeded():
+    pairs = [(f"q{i}", f"r{i}") for i in range(100)]
+    assert unique_text_batches(pairs, 10, 1) == unique_text_batches(pairs, 10, 1)
+    assert unique_text_batches(pairs, 10, 1) != unique_text_batches(pairs, 10, 2)
+    assert unique_text_batches([("Same text", "same  TEXT")], 4, 0) == []

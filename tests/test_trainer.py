@@ -1,0 +1,180 @@
+"""Training machinery: short runs learn, resume is exact (kill -9 included), DDP matches."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from train.config import parse_config
+from train.corpus import TrainingData, conversation_pairs
+from train.datasets import read_nli
+from train.evaluation import response_precision
+from train.model_io import load_model
+from train.trainer import Trainer
+
+ENCODERS = {
+    "dan": {"embedding_dim": 64, "hidden": [128, 128]},
+    "transformer": {"hidden": 64, "layers": 2, "heads": 4, "filter_size": 128, "max_length": 32,
+                    "dropout": 0.1},
+    "cse": {"embedding_dim": 64, "maps": 50, "max_length": 32},
+}
+
+
+def small_config(kind: str, objective: str = "response", steps: int = 150, **training):
+    return parse_config({
+        "name": f"test-{kind}", "seed": 7,
+        "model": {"kind": kind, "vocabulary_size": 8000, "bigram_buckets": 4000 if kind == "dan" else 0,
+                  "encoder": ENCODERS[kind]},
+        "data": {"conversations": [], "qatar_living": []},
+        "training": {"objective": objective, "steps": steps, "batch_size": 64,
+                     "learning_rate": 1e-3 if kind == "transformer" else 5e-3,
+                     "eval_every": 10_000, "checkpoint_every": 10_000, "eval_pairs": 500,
+                     "margin": 0.3, **training},
+    })
+
+
+@pytest.fixture(scope="module")
+def dialog_data(data_dir) -> TrainingData:
+    """8,000 task-oriented dialogue pairs (SGD) and the file's 500 held-out pairs."""
+    train, heldout = conversation_pairs(data_dir, "sgd")
+    return TrainingData(train[:8000], heldout, [])
+
+
+# CSE is not here: from a random or GloVe start its hardest-negative margin loss drifts to the
+# collapsed point (all embeddings alike) on a slice this small; see the issue's notes.
+@pytest.mark.parametrize("kind", ["dan", "transformer"])
+def test_short_training_improves_p_at_1(data_dir, dialog_data, tmp_path, kind):
+    trainer = Trainer(small_config(kind), data_dir, tmp_path, dialog_data)
+    untrained = response_precision(trainer.trained_model(), dialog_data.heldout)["p@1"]
+    model = trainer.run(show_progress=False)
+    trained = model.metrics["response"]["p@1"]
+    assert trained > untrained + 0.02, (untrained, trained)
+    assert load_model(tmp_path / "model").encoder.encode(["hello"]).shape == (1, model.encoder.dim)
+
+
+def test_multitask_with_nli_runs_both_heads(data_dir, dialog_data, tmp_path):
+    nli = list(read_nli(data_dir / "nli" / "cad_snli_train.tsv.gz"))[:640]
+    data = TrainingData(dialog_data.pairs[:2000], dialog_data.heldout, nli)
+    trainer = Trainer(small_config("dan", steps=40, nli_ratio=0.5, nli_batch_size=32), data_dir,
+                      tmp_path, data)
+    start = trainer.model.nli_head.classifier[0].weight.detach().clone()
+    trainer.run(show_progress=False)
+    assert not torch.equal(start, trainer.model.nli_head.classifier[0].weight)
+    tasks = {line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"nli"' in line}
+    assert tasks
+
+
+def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def test_resume_is_exact(data_dir, dialog_data, tmp_path):
+    config = small_config("transformer", steps=12, checkpoint_every=5)
+    data = TrainingData(dialog_data.pairs[:1000], dialog_data.heldout, [])
+    Trainer(config, data_dir, tmp_path / "straight", data).run(show_progress=False)
+
+    interrupted = Trainer(small_config("transformer", steps=12, checkpoint_every=5), data_dir,
+                          tmp_path / "resumed", data)
+    interrupted.config.training.steps = 7  # stops after the step-5 checkpoint and two more steps
+    interrupted.run(show_progress=False)
+    Trainer(config, data_dir, tmp_path / "resumed", data).run(resume=True, show_progress=False)
+
+    straight, resumed = _weights(tmp_path / "straight/model"), _weights(tmp_path / "resumed/model")
+    assert straight.keys() == resumed.keys()
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+KILL_CONFIG = """
+name = "kill-test"
+seed = 3
+[model]
+kind = "dan"
+vocabulary_size = 5000
+bigram_buckets = 2000
+[model.encoder]
+embedding_dim = 32
+hidden = [64]
+[data]
+conversations = ["twitter_small"]
+qatar_living = []
+[training]
+steps = 60
+batch_size = 32
+eval_every = 100000
+checkpoint_every = 4
+"""
+
+
+def _train(config: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "app", "train", str(config), "--run-dir",
+                             str(run_dir), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_kill_9_then_resume_matches_an_uninterrupted_run(data_dir, tmp_path):
+    config = tmp_path / "kill.toml"
+    config.write_text(KILL_CONFIG)
+    assert _train(config, tmp_path / "clean").wait(timeout=300) == 0
+    victim = _train(config, tmp_path / "killed")
+    log = tmp_path / "killed" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or log.read_text().count("\n") < 3):
+        time.sleep(0.05)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert (tmp_path / "killed" / "checkpoint.pt").exists()
+    assert not (tmp_path / "killed" / "model").exists()
+    resumed = _train(config, tmp_path / "killed", "--resume")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()
+    clean, killed = _weights(tmp_path / "clean/model"), _weights(tmp_path / "killed/model")
+    assert all(torch.equal(clean[k], killed[k]) for k in clean)
+
+
+# ------------------------------------------------------------------ distributed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gradients(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in trainer.model.named_parameters() if p.grad is not None}
+
+
+def _ddp_worker(rank: int, world: int, port: int, objective: str, data_dir: Path,
+                pairs: list, out: Path) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    trainer = Trainer(small_config("dan", objective, steps=1), data_dir, out / f"rank{rank}",
+                      TrainingData(pairs, [], []))
+    batch = trainer._local(pairs[:16])
+    trainer.step(objective, [a for a, _ in batch], [b for _, b in batch])
+    if rank == 0:
+        torch.save(_gradients(trainer), out / "ddp.pt")
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("objective", ["response", "cse"])
+def test_two_process_ddp_gradient_equals_the_global_batch_gradient(data_dir, dialog_data, tmp_path,
+                                                                   objective):
+    """Each worker holds 8 of 16 pairs; with negatives gathered across workers, the averaged
+    DDP gradient equals a single process's gradient on all 16."""
+    pairs = dialog_data.pairs[:400]
+    mp.spawn(_ddp_worker, args=(2, _free_port(), objective, data_dir, pairs, tmp_path), nprocs=2)
+    single = Trainer(small_config("dan", objective, steps=1), data_dir, tmp_path / "single",
+                     TrainingData(pairs, [], []))
+    single.step(objective, [a for a, _ in pairs[:16]], [b for _, b in pairs[:16]])
+    expected, distributed = _gradients(single), torch.load(tmp_path / "ddp.pt")
+    assert expected.keys() == distributed.keys() and expected
+    for name, gradient in expected.items():
+        assert torch.allclose(gradient, distributed[name], rtol=1e-4, atol=1e-7), name
