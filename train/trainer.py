@@ -293,13 +293,14 @@ class Trainer:
             raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume to continue it, "
                                   "or choose a new run directory")
         pairs_stream, nli_stream = self._streams()
-        started, seen_pairs = time.perf_counter(), 0
+        train_seconds, seen_pairs = 0.0, 0  # time in training steps only, not evaluation
         columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[status]}"), TimeRemainingColumn())
         with Progress(*columns, disable=not show_progress or self.rank != 0) as progress:
             bar = progress.add_task(self.config.name, total=training.steps,
                                     completed=self.state.step, status="")
             while self.state.step < training.steps:
+                step_started = time.perf_counter()
                 task = self._task(self.state.step)
                 if task == "nli":
                     assert nli_stream is not None
@@ -311,7 +312,8 @@ class Trainer:
                     loss = self.step(task, [a for a, _ in batch], [b for _, b in batch])
                     seen_pairs += len(batch) * self.world
                 self.state.step += 1
-                rate = seen_pairs / (time.perf_counter() - started)
+                train_seconds += time.perf_counter() - step_started
+                rate = seen_pairs / train_seconds
                 progress.update(bar, completed=self.state.step,
                                 status=f"loss {loss:.3f} · {rate:,.0f} pairs/s")
                 step = self.state.step
@@ -325,7 +327,7 @@ class Trainer:
         if self.rank == 0:
             model.metrics = {"config": self.config.name, "steps": self.state.step,
                              "train_pairs": len(self.data.pairs), "nli_pairs": len(self.data.nli),
-                             "pairs_per_s": seen_pairs / max(time.perf_counter() - started, 1e-9),
+                             "pairs_per_s": seen_pairs / max(train_seconds, 1e-9),
                              "device": str(self.device), "world_size": self.world, **self.evaluate()}
             save_model(model, self.run_dir / "model", half_precision=training.half_precision)
         return model

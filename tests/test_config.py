@@ -1,0 +1,42 @@
+"""Training configs: every committed config parses and names data that exists."""
+
+from pathlib import Path
+
+import pytest
+
+from train.config import ConfigError, load_config, parse_config
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "train" / "configs").glob("*.toml"))
+
+
+def test_configs_are_committed():
+    assert len(CONFIGS) >= 5
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_committed_config_parses_and_its_data_exists(data_dir, path):
+    config = load_config(path)
+    assert config.name == path.stem
+    for stem in config.data.conversations:
+        assert (data_dir / "conversations" / f"{stem}.tsv.gz").is_file()
+    for relative in config.data.qatar_living:
+        assert (data_dir / relative).is_file()
+    for name in config.data.nli:
+        assert name == "sick_train" or (data_dir / "nli" / f"{name}.tsv.gz").is_file()
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"seed": 1}, "needs a name"),
+    ({"name": "x", "model": {"kind": "rnn"}}, "unknown model kind"),
+    ({"name": "x", "training": {"stepz": 3}}, "unknown keys"),
+])
+def test_bad_configs_are_refused(values, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(values)
+
+
+def test_unreadable_config(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("name = ")
+    with pytest.raises(ConfigError, match=r"bad\.toml"):
+        load_config(path)
