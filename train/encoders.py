@@ -81,9 +81,11 @@ class VocabularyEncoder(SentenceEncoder):
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         return self.vocabulary.encode(texts, self.max_length)
 
+    words: nn.Embedding  # every vocabulary encoder embeds its words in ``self.words``
+
     @property
     def word_embeddings(self) -> nn.Embedding:
-        raise NotImplementedError
+        return self.words
 
 
 class DanEncoder(VocabularyEncoder):
@@ -106,10 +108,6 @@ class DanEncoder(VocabularyEncoder):
             width = size
         self.feed_forward = nn.Sequential(*layers)
         self.dim = width
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.words
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         words = batch["words"]
@@ -159,10 +157,6 @@ class TransformerSentenceEncoder(VocabularyEncoder):
                                              enable_nested_tensor=False)
         self.dim = hidden
 
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.words
-
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         words = batch["words"]
         padding = words == PAD
@@ -195,10 +189,6 @@ class CseEncoder(VocabularyEncoder):
             nn.Conv1d(embedding_dim, maps, width, padding=width - 1, bias=False)
             for width in self.widths)
         self.dim = maps * len(self.widths)
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.words
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         words = batch["words"]
