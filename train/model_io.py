@@ -47,7 +47,6 @@ class TrainedModel:
     response_head: ResponseSelectionHead | None = None
     nli_head: NliHead | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
-    name: str = ""
 
 
 def _heads_config(model: TrainedModel) -> dict[str, Any]:
@@ -98,7 +97,7 @@ def load_model(spec: str | Path) -> TrainedModel:
         if name not in PRETRAINED:
             raise ModelError(f"unknown pretrained model {name!r} (known: {', '.join(PRETRAINED)})")
         encoder = PretrainedEncoder(PRETRAINED[name]())
-        return TrainedModel(encoder.eval(), name=text)
+        return TrainedModel(encoder.eval())
     directory = Path(spec)
     config_path = directory / "config.json"
     if not config_path.is_file():
@@ -120,7 +119,6 @@ def load_model(spec: str | Path) -> TrainedModel:
         NliHead(encoder.dim, **heads["nli"]) if "nli" in heads else None,
         json.loads((directory / "metrics.json").read_text()) if (directory / "metrics.json").is_file()
         else {},
-        str(directory),
     )
     state = {k: v.float() if v.is_floating_point() else v
              for k, v in load_file(str(directory / "model.safetensors")).items()}

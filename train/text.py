@@ -63,8 +63,12 @@ class Vocabulary:
                           key=lambda w: (-counts[w], w))
         return cls(tuple(frequent[:max_size]), oov_buckets, bigram_buckets)
 
+    def known_id(self, token: str) -> int | None:
+        """The id of a vocabulary word; None for a word outside it."""
+        return self._index.get(token)  # type: ignore[attr-defined]
+
     def word_id(self, token: str) -> int:
-        known = self._index.get(token)  # type: ignore[attr-defined]
+        known = self.known_id(token)
         if known is not None:
             return known
         return len(self.words) + 1 + _stable_hash(token) % self.oov_buckets

@@ -139,7 +139,7 @@ def load_glove(encoder: VocabularyEncoder, path: Path) -> int:
             if vector.shape[0] != table.shape[1]:
                 raise ValueError(f"GloVe has {vector.shape[0]} dimensions, the encoder's word "
                                  f"embeddings {table.shape[1]}")
-            index = encoder.vocabulary._index.get(word)  # type: ignore[attr-defined]
+            index = encoder.vocabulary.known_id(word)
             if index is not None:
                 table[index] = torch.from_numpy(vector)
                 found += 1
@@ -319,15 +319,17 @@ class Trainer:
                 step = self.state.step
                 if step % training.log_every == 0:
                     self.log({"step": step, "task": task, "loss": loss, "pairs_per_s": rate})
-                if self.rank == 0 and (step % training.eval_every == 0 or step == training.steps):
+                if self.rank == 0 and step % training.eval_every == 0 and step < training.steps:
                     self.log({"step": step, "eval": self.evaluate()})
                 if step % training.checkpoint_every == 0 or step == training.steps:
                     self.save_checkpoint()
         model = self.trained_model()
         if self.rank == 0:
+            final = self.evaluate()  # the last step's evaluation, logged and kept with the model
+            self.log({"step": self.state.step, "eval": final})
             model.metrics = {"config": self.config.name, "steps": self.state.step,
                              "train_pairs": len(self.data.pairs), "nli_pairs": len(self.data.nli),
                              "pairs_per_s": seen_pairs / max(train_seconds, 1e-9),
-                             "device": str(self.device), "world_size": self.world, **self.evaluate()}
+                             "device": str(self.device), "world_size": self.world, **final}
             save_model(model, self.run_dir / "model", half_precision=training.half_precision)
         return model
