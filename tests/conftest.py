@@ -17,3 +17,64 @@ def data_dir() -> Path:
 def write_bytes(path: Path, content: bytes) -> Path:
     path.write_bytes(content)
     return path
+
+
+TINY_TEXTS = ["how do i renew my visa", "where can i buy a cheap car", "best pizza in doha",
+              "visa renewal fees", "cheap flights to london", "good schools for kids"]
+
+
+def make_tiny_model(directory: Path, seed: int = 0) -> Path:
+    """A small untrained DAN saved as a model directory: fast, deterministic, distinct per seed."""
+    import torch
+
+    from train.encoders import DanEncoder
+    from train.model_io import TrainedModel, save_model
+    from train.text import Vocabulary
+
+    torch.manual_seed(seed)
+    vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,
+                                  bigram_buckets=1009)
+    save_model(TrainedModel(DanEncoder(vocabulary, embedding_dim=32, hidden=(48, 32))), directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+
+
+POSTGRES_ADMIN_ENV = "ASKALIKE_TEST_POSTGRES"
+POSTGRES_ADMIN_DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture
+def postgres_url():
+    """A fresh, empty PostgreSQL database for one test (dropped afterwards); the server comes
+    from $ASKALIKE_TEST_POSTGRES or 127.0.0.1:5432 with trust auth."""
+    import os
+    import uuid
+
+    psycopg = pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg (pip install .[dev])")
+    admin = os.environ.get(POSTGRES_ADMIN_ENV, POSTGRES_ADMIN_DEFAULT)
+    try:
+        connection = psycopg.connect(admin, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as err:
+        pytest.skip(f"no PostgreSQL server at {admin} ({str(err).strip()}); set {POSTGRES_ADMIN_ENV}")
+    name = f"askalike_test_{uuid.uuid4().hex[:12]}"
+    with connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+        host = connection.info.host
+        port = connection.info.port
+        user = connection.info.user
+        try:
+            yield f"postgresql+psycopg://{user}@{host}:{port}/{name}"
+        finally:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """Each store test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    return request.getfixturevalue("postgres_url")

@@ -58,7 +58,7 @@ def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 file, gzip by suffix.
 
     Lines are decoded one at a time so that invalid bytes are reported at their own line;
@@ -80,7 +80,7 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """Tab-separated rows with no quote handling (``csv.QUOTE_NONE``): sentences contain quotes."""
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         if line.strip():
             yield number, next(csv.reader([line], delimiter="\t", quoting=csv.QUOTE_NONE))
 
@@ -149,8 +149,8 @@ def read_sts_year(directory: Path) -> Iterator[StsPair]:
     for input_path in inputs:
         set_name = input_path.name[len("STS.input.") : -len(".txt")]
         gold_path = directory / f"STS.gs.{set_name}.txt"
-        gold_lines = list(_numbered_lines(gold_path))
-        pairs = list(_numbered_lines(input_path))
+        gold_lines = list(numbered_lines(gold_path))
+        pairs = list(numbered_lines(input_path))
         if len(gold_lines) != len(pairs):
             raise DataError(gold_path, f"{len(gold_lines)} gold lines for {len(pairs)} input lines")
         for (number, line), (_, gold) in zip(pairs, gold_lines, strict=True):
@@ -246,7 +246,7 @@ def read_conversations(path: Path) -> Iterator[ConversationPair]:
 def read_word_vectors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
     """GloVe text format: a word, then its float components, space-separated."""
     dimension: int | None = None
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         word, *values = line.rstrip().split(" ")
         dimension = dimension or len(values)
         if not values or len(values) != dimension:
@@ -418,8 +418,28 @@ def read_cqa_threads(path: Path) -> Iterator[RelatedQuestion]:
             raise DataError(path, str(err)) from None
 
 
+def read_cqa_collection(path: Path) -> Iterator[OriginalQuestion | RelatedQuestion]:
+    """Every question of a CQA XML file once per appearance: each original question (its
+    repeats merged, without related questions) and each related-question thread with comments."""
+    last_original = None
+    for element in _iter_xml_elements(path, {"OrgQuestion", "Thread"}):
+        if element.tag == "Thread":
+            try:
+                yield _parse_thread(element)
+            except ValueError as err:
+                raise DataError(path, str(err)) from None
+            continue
+        orgq_id = element.get("ORGQ_ID")
+        if not orgq_id:
+            raise DataError(path, "OrgQuestion without ORGQ_ID")
+        if orgq_id != last_original:
+            last_original = orgq_id
+            yield OriginalQuestion(orgq_id, _child_text(element, "OrgQSubject"),
+                                   _child_text(element, "OrgQBody"))
+
+
 def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         if not line.strip():
             continue
         try:
@@ -481,7 +501,7 @@ def read_cqa_run(path: Path) -> list[CqaRunLine]:
     """Read a gold ``.relevancy`` file or a prediction file. Fields are split on any whitespace,
     as the official scorer does (one official run is space-separated)."""
     lines: list[CqaRunLine] = []
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         fields = line.split()
         if not fields:
             continue

@@ -138,17 +138,20 @@ def load_encoder(spec: str | Path) -> SentenceEncoder:
 
 
 def weights_fingerprint(spec: str | Path) -> str:
-    """A short hash of a model's weights, to tell encoders apart (e.g. in an index manifest)."""
+    """A short hash of a model's weight files, to tell encoders apart (e.g. in an index
+    manifest); a fine-tuned backbone's weights are in ``backbone/``."""
     text = str(spec)
     if text.startswith(PRETRAINED_PREFIX):
         name = text.removeprefix(PRETRAINED_PREFIX)
-        path = PRETRAINED[name]() / "model.safetensors" if name in PRETRAINED else None
+        paths = [PRETRAINED[name]() / "model.safetensors"] if name in PRETRAINED else []
     else:
-        path = Path(spec) / "model.safetensors"
-    if path is None or not path.is_file():
+        paths = [Path(spec) / "model.safetensors", Path(spec) / "backbone" / "model.safetensors"]
+    paths = [path for path in paths if path.is_file()]
+    if not paths:
         raise ModelError(f"{spec}: no weights to fingerprint")
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(chunk)
     return digest.hexdigest()[:16]

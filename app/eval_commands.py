@@ -1,0 +1,157 @@
+"""``askalike eval ...`` and ``askalike score``: the public benchmarks and the official scorer."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.common import DataDirOption, JsonOption, ModelOption, app, eval_app, print_figures, user_errors
+from retrieval.baselines import BASELINES
+from retrieval.cqa import CqaEvaluation, cosine_scores, evaluate_scores
+from retrieval.scorer import format_report, score_run
+from train.corpus import conversation_pairs
+from train.datasets import (
+    CQA_SPLITS,
+    load_cqa_split,
+    read_cqa_run,
+    read_nli,
+    resolve_data_dir,
+    write_cqa_run,
+)
+from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
+from train.model_io import ModelError, load_model
+
+Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
+System = StrEnum("System", {name: name for name in BASELINES})
+
+
+def _summary_json(evaluation: CqaEvaluation) -> str:
+    return json.dumps({"split": evaluation.split, "system": evaluation.system,
+                       **evaluation.report.summary()})
+
+
+@eval_app.command("cqa")
+def eval_cqa(
+    split: Annotated[list[Split], typer.Option(help="CQA split; repeat for several.")],
+    system: Annotated[list[System] | None, typer.Option(help="Baseline; repeat for several.")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        help="Rank by cosine with this model (a directory or pretrained:NAME); repeatable.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
+                                                  "(one split and one system or model only).")] = None,
+    as_json: JsonOption = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """SemEval 2016/2017 Task 3 subtask B: rank each original question's related questions."""
+    systems, models = system or [], model or []
+    if not systems and not models:
+        raise typer.BadParameter("give at least one --system or --model")
+    if out is not None and len(split) * (len(systems) + len(models)) != 1:
+        raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
+    with user_errors():
+        root = resolve_data_dir(data_dir)
+        encoders = {spec: load_model(spec).encoder for spec in models}
+        evaluations = []
+        for split_name in split:
+            cqa_split = load_cqa_split(root, split_name.value)
+            for system_name in systems:
+                scores = BASELINES[system_name.value](cqa_split.questions, seed)
+                evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
+            for spec, encoder in encoders.items():
+                scores = cosine_scores(encoder, cqa_split.questions)
+                evaluations.append(evaluate_scores(cqa_split, spec, scores))
+    if out is not None:
+        write_cqa_run(out, evaluations[0].predictions)
+    if as_json:
+        for evaluation in evaluations:
+            typer.echo(_summary_json(evaluation))
+    elif len(evaluations) == 1:
+        typer.echo(format_report(evaluations[0].report))
+    else:
+        Console().print(_summary_table(evaluations))
+
+
+def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
+    table = Table(title="CQA subtask B (MAP and AvgRec as fractions, MRR x100)")
+    for column in ("split", "system", "MAP", "AvgRec", "MRR", "queries"):
+        table.add_column(column, justify="left" if column in ("split", "system") else "right")
+    for evaluation in evaluations:
+        scores = evaluation.report.system
+        table.add_row(evaluation.split, evaluation.system, f"{scores.map:.4f}",
+                      f"{scores.avgrec:.4f}", f"{scores.mrr:.2f}", str(evaluation.report.n_queries))
+    return table
+
+
+@app.command("score")
+def score(
+    gold: Annotated[Path, typer.Argument(help="Gold .relevancy file.")],
+    predictions: Annotated[Path, typer.Argument(help="Prediction file in the official format.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Score an official-format prediction file against a gold file, like the SemEval scorer."""
+    with user_errors():
+        report = score_run(read_cqa_run(gold), read_cqa_run(predictions))
+    typer.echo(json.dumps(report.summary()) if as_json else format_report(report))
+
+
+
+@eval_app.command("sts")
+def eval_sts(
+    model: ModelOption,
+    split: Annotated[str, typer.Option(help="STS Benchmark split: dev or test.")] = "dev",
+    tuned: Annotated[bool, typer.Option(help="Fit Yang et al.'s transformation on STSb train "
+                                             "first (4.4.1).")] = False,
+    as_json: JsonOption = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
+    if split not in ("dev", "test"):
+        raise typer.BadParameter("--split is dev or test")
+    with user_errors():
+        figures = evaluate_stsb(load_model(model).encoder, resolve_data_dir(data_dir), split, tuned)
+    print_figures(f"STS Benchmark {split} ({'tuned' if tuned else 'raw'}): {model}",
+                   {"model": model, **figures}, as_json)
+
+
+@eval_app.command("response")
+def eval_response(model: ModelOption, as_json: JsonOption = False,
+                  data_dir: DataDirOption = None) -> None:
+    """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
+    (Yang Table 1)."""
+    with user_errors():
+        root = resolve_data_dir(data_dir)
+        loaded = load_model(model)
+        figures: dict[str, object] = {"model": model}
+        for stem in ("reddit_2015", "self_dialogue", "dailydialog", "ubuntu_irc"):
+            figures[stem] = response_precision(loaded, conversation_pairs(root, stem)[1])
+    print_figures(f"Response selection among 100: {model}", figures, as_json)
+
+
+@eval_app.command("nli")
+def eval_nli(model: ModelOption, as_json: JsonOption = False,
+             data_dir: DataDirOption = None) -> None:
+    """SNLI test accuracy of the model's NLI head."""
+    with user_errors():
+        pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
+        try:
+            figures = nli_accuracy(load_model(model), pairs)
+        except ValueError as err:
+            raise ModelError(f"{model}: {err}") from None
+    print_figures(f"SNLI test: {model}", {"model": model, **figures}, as_json)
+
+
+@eval_app.command("transfer")
+def eval_transfer(model: ModelOption, as_json: JsonOption = False,
+                  data_dir: DataDirOption = None) -> None:
+    """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
+    with user_errors():
+        figures = evaluate_transfer(load_model(model).encoder, resolve_data_dir(data_dir))
+    print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
+
+

@@ -1,0 +1,105 @@
+"""``askalike index``, ``index-info`` and ``check``: build, describe and verify an index."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.common import (
+    DEFAULT_INDEX,
+    DatabaseOption,
+    IndexOption,
+    JsonOption,
+    app,
+    print_figures,
+    stderr,
+    user_errors,
+)
+from indexer.build import IndexOptions, index_sources
+from indexer.directory import check_index, index_info, repair_index
+from indexer.sources import OnError
+from indexer.vector_index import INDEX_TYPES
+
+IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.")
+
+
+@app.command("index")
+def index(
+    sources: Annotated[list[Path], typer.Argument(
+        help="Question files: .jsonl, .csv, .tsv (columns id, subject or title, body, any metadata), "
+             ".txt (one question a line) or SemEval CQA .xml.")],
+    model: Annotated[str | None, typer.Option(
+        "--model", help="A model directory or pretrained:NAME [default: the index's own].")] = None,
+    index_dir: IndexOption = DEFAULT_INDEX,
+    database: DatabaseOption = None,
+    index_type: Annotated[str, IndexType] = "flat",
+    prune: Annotated[bool, typer.Option(help="Remove stored questions that are in none of the "
+                                             "SOURCES.")] = False,
+    on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
+                                                   "or skip it and go on.")] = OnError.stop,
+    batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
+    commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
+                                                          "the most an interrupt can cost.")] = 2048,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for the encoder and FAISS "
+                                                            "[default: all].")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index question collections: new and changed questions are embedded, the rest kept."""
+    if threads is not None:
+        import faiss
+        import torch
+
+        torch.set_num_threads(threads)
+        faiss.omp_set_num_threads(threads)
+    options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
+                           commit_every=commit_every,
+                           show_progress=not as_json)
+    with user_errors():
+        report = index_sources(index_dir, sources, model, database, options)
+    for problem in report.skipped:
+        stderr.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False, soft_wrap=True)
+    figures = {**asdict(report), "skipped": len(report.skipped),
+               "questions_per_s": round(report.questions_per_s, 1)}
+    if as_json:
+        typer.echo(json.dumps(figures))
+    else:
+        print_figures(f"Indexed into {index_dir}", figures, as_json=False)
+
+
+@app.command("index-info")
+def index_info_command(index_dir: IndexOption = DEFAULT_INDEX, database: DatabaseOption = None,
+                       as_json: JsonOption = False) -> None:
+    """Counts, model, index type and size on disk of an index."""
+    with user_errors():
+        info = index_info(index_dir, database)
+    print_figures(f"Index {index_dir}", info, as_json)
+
+
+@app.command("check")
+def check(
+    index_dir: IndexOption = DEFAULT_INDEX,
+    database: DatabaseOption = None,
+    repair: Annotated[bool, typer.Option(help="Rebuild the FAISS file from the database's vectors "
+                                              "(no re-embedding).")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify that the database and the FAISS index agree; exit 1 when they do not."""
+    with user_errors():
+        if repair:
+            repair_index(index_dir, database)
+        report = check_index(index_dir, database)
+    figures = {"index": report.index, "ok": report.ok, "questions": report.questions,
+               "vectors": report.vectors, "problems": report.problems, "repair": report.repair}
+    if as_json:
+        typer.echo(json.dumps(figures))
+    else:
+        for problem in report.problems:
+            stderr.print(f"[red]problem:[/red] {problem}", highlight=False, soft_wrap=True)
+        typer.echo(f"{report.index}: {report.questions} questions, {report.vectors} vectors: "
+                   + ("consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"))
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,37 @@
+"""``askalike train``: train an encoder from a committed config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.common import DataDirOption, app, user_errors
+from train.config import ConfigError, load_config
+from train.datasets import resolve_data_dir
+
+
+@app.command("train")
+def train(
+    config: Annotated[Path, typer.Argument(help="A training config, e.g. train/configs/dan-reddit.toml.")],
+    resume: Annotated[bool, typer.Option(help="Continue the run from its last checkpoint.")] = False,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory [default: runs/NAME].")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="Train this many steps instead of the "
+                                              "config's (a shorter run, or a longer one with "
+                                              "--resume).")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
+    from train.trainer import Trainer  # loads torch training machinery only when training
+
+    with user_errors():
+        parsed = load_config(config)
+        if steps is not None:
+            parsed.training.steps = steps
+        directory = run_dir or Path("runs") / parsed.name
+        try:
+            Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
+        except (FileExistsError, ValueError) as err:
+            raise ConfigError(str(err)) from None
+    typer.echo(f"saved {directory / 'model'}")

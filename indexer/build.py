@@ -1,0 +1,241 @@
+"""``askalike index``: sources into the store and the FAISS index, incrementally and crash-safely.
+
+A run reads and validates every source before it writes anything. It then embeds only new or
+changed questions (by content hash), committing question rows and their vectors together a chunk
+at a time, in source order: an interrupted run keeps its finished chunks, and the re-run embeds
+the rest with the same chunk boundaries, so it ends in the state an uninterrupted run reaches.
+The FAISS file is written last, under a new name, and the manifest is switched to it atomically;
+until then searches use the previous one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from indexer.manifest import (
+    IndexDirectoryError,
+    Manifest,
+    faiss_file_name,
+    index_lock,
+    read_manifest,
+    write_manifest,
+)
+from indexer.sources import OnError, SourceQuestion, read_source
+from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
+from indexer.vector_index import (
+    build_index,
+    choose_parameters,
+    configure_search,
+    index_ids,
+    read_index,
+    write_index,
+)
+from train.datasets import DataError
+from train.encoders import SentenceEncoder
+from train.model_io import PRETRAINED_PREFIX, load_encoder, weights_fingerprint
+
+DATABASE_ENV_VAR = "ASKALIKE_DB"
+
+
+@dataclass
+class IndexOptions:
+    index_type: str = "flat"
+    on_error: OnError = OnError.stop
+    prune: bool = False
+    batch_size: int = 256
+    commit_every: int = 2048  # questions per transaction: the most an interrupt can cost
+    show_progress: bool = True
+
+
+@dataclass
+class IndexReport:
+    index_dir: str
+    database: str
+    model: str
+    read: int = 0
+    added: int = 0
+    reembedded: int = 0
+    metadata_updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
+    total: int = 0
+    index_type: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    faiss_rebuilt: bool = False
+    embed_seconds: float = 0.0
+
+    @property
+    def questions_per_s(self) -> float:
+        embedded = self.added + self.reembedded
+        return embedded / self.embed_seconds if self.embed_seconds else 0.0
+
+
+@dataclass
+class _Pending:
+    source: str
+    question: SourceQuestion
+    row_id: int | None  # set when the question exists with other text
+
+
+def source_name(path: Path) -> str:
+    """How a source file is known in the store: its absolute path."""
+    return str(path.resolve())
+
+
+def model_identity(spec: str, encoder: SentenceEncoder) -> EncoderIdentity:
+    model = spec if spec.startswith(PRETRAINED_PREFIX) else str(Path(spec).resolve())
+    return EncoderIdentity(model, weights_fingerprint(spec), encoder.dim)
+
+
+def resolve_database(index_dir: Path, explicit: str | None) -> str:
+    """--db, else the database the manifest names (when it names it whole), else SQLite in the
+    index directory."""
+    if explicit:
+        return explicit
+    manifest = read_manifest(index_dir)
+    if manifest is not None and manifest.database != default_database_url(index_dir):
+        if "***" in manifest.database:
+            raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
+                                      f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
+        return manifest.database
+    return default_database_url(index_dir)
+
+
+def _plan(store: Store, sources: list[tuple[str, list[SourceQuestion]]],
+          report: IndexReport) -> tuple[list[_Pending], list[tuple[int, SourceQuestion]]]:
+    pending: list[_Pending] = []
+    field_edits: list[tuple[int, SourceQuestion]] = []
+    for source, questions in sources:
+        stored = store.questions_of(source)
+        for question in questions:
+            existing = stored.get(question.external_id)
+            if existing is None:
+                pending.append(_Pending(source, question, None))
+            elif existing.content_hash != question.content_hash:
+                pending.append(_Pending(source, question, existing.id))
+            elif not existing.same_fields(question):
+                field_edits.append((existing.id, question))
+            else:
+                report.unchanged += 1
+    return pending, field_edits
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
+
+
+def _embed_and_store(store: Store, encoder: SentenceEncoder, pending: list[_Pending],
+                     options: IndexOptions, report: IndexReport) -> None:
+    started = time.perf_counter()
+    with _progress(options.show_progress) as progress:
+        task = progress.add_task("embedding", total=len(pending), rate="")
+        for start in range(0, len(pending), options.commit_every):
+            chunk = pending[start : start + options.commit_every]
+            vectors = encoder.encode([p.question.text for p in chunk], batch_size=options.batch_size)
+            # one transaction per source within the chunk (rows are keyed by source)
+            for source in dict.fromkeys(p.source for p in chunk):
+                part = [i for i, p in enumerate(chunk) if p.source == source]
+                store.write(source, [chunk[i].question for i in part], vectors[part],
+                            [chunk[i].row_id for i in part])
+            done = start + len(chunk)
+            rate = done / (time.perf_counter() - started)
+            progress.update(task, completed=done, rate=f"{rate:,.0f} questions/s")
+    report.embed_seconds = time.perf_counter() - started
+    report.added = sum(p.row_id is None for p in pending)
+    report.reembedded = len(pending) - report.added
+
+
+def _stale_ids(store: Store, keep: set[tuple[str, str]]) -> list[int]:
+    return [row_id for row_id, source, external_id in store.question_keys()
+            if (source, external_id) not in keep]
+
+
+def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
+                      database: str, only_added: bool = False,
+                      rebuild: bool = False) -> tuple[Manifest, bool]:
+    """Bring the FAISS file up to the store's generation. When the manifest's file was current
+    before this run and the run only added questions, the new vectors are appended; otherwise
+    (and always with ``rebuild``) the index is rebuilt from the stored vectors. Returns the
+    manifest and whether it rebuilt."""
+    manifest = read_manifest(index_dir)
+    generation, count = store.generation(), store.count()
+    if (not rebuild and manifest is not None and manifest.generation == generation
+            and manifest.index_type == index_type and (index_dir / manifest.faiss_file).is_file()):
+        return manifest, False
+    index = None
+    if (only_added and not rebuild and manifest is not None and manifest.index_type == index_type
+            and (index_dir / manifest.faiss_file).is_file()
+            and count <= 2 * manifest.parameters.get("chosen_for", count)):
+        index = read_index(index_dir / manifest.faiss_file)
+        known = index_ids(index)
+        for ids, vectors in store.vectors(encoder.dim, after_id=int(known.max()) if len(known) else -1):
+            index.add_with_ids(vectors, ids)
+        parameters = manifest.parameters
+        if index.ntotal != count:  # the file did not hold what the manifest said: start over
+            index = None
+    rebuilt = index is None
+    if index is None:
+        parameters = {**choose_parameters(index_type, count, encoder.dim), "chosen_for": count}
+        parts = list(store.vectors(encoder.dim))
+        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        vectors = (np.concatenate([p[1] for p in parts]) if parts
+                   else np.zeros((0, encoder.dim), np.float32))
+        index = build_index(index_type, parameters, encoder.dim, ids, vectors)
+    configure_search(index, index_type, parameters)
+    name = faiss_file_name(generation)
+    digest = write_index(index, index_dir / name)
+    manifest = Manifest(encoder=encoder, database=masked_url(database), index_type=index_type,
+                        parameters=parameters, count=int(index.ntotal), generation=generation,
+                        faiss_file=name, faiss_sha256=digest,
+                        faiss_bytes=(index_dir / name).stat().st_size)
+    write_manifest(index_dir, manifest)
+    return manifest, rebuilt
+
+
+def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
+                  database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
+    """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
+    options = options or IndexOptions()
+    choose_parameters(options.index_type, 1 << 20, 8)  # an unknown type fails before any work
+    with index_lock(index_dir):
+        database = resolve_database(index_dir, database)
+        store = Store(database)
+        try:
+            recorded = store.encoder()
+            spec = model or (recorded.model if recorded else None)
+            if spec is None:
+                raise IndexDirectoryError(f"{index_dir} is a new index: pass --model")
+            problems: list[DataError] = []
+            read = [(source_name(path), read_source(path, options.on_error, problems))
+                    for path in sources]
+            encoder = load_encoder(spec)
+            identity = model_identity(spec, encoder)
+            store.bind_encoder(identity)
+            report = IndexReport(str(index_dir), masked_url(database), identity.model,
+                                 read=sum(len(q) for _, q in read),
+                                 skipped=[str(p) for p in problems], index_type=options.index_type)
+            generation_before = store.generation()
+            manifest_before = read_manifest(index_dir)
+            pending, field_edits = _plan(store, read, report)
+            report.metadata_updated = store.update_fields(field_edits)
+            _embed_and_store(store, encoder, pending, options, report)
+            if options.prune:
+                keep = {(source, q.external_id) for source, questions in read for q in questions}
+                report.removed = store.delete(_stale_ids(store, keep))
+            only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
+                          and manifest_before.generation == generation_before)
+            manifest, report.faiss_rebuilt = sync_vector_index(
+                index_dir, store, identity, options.index_type, database, only_added)
+            report.total, report.parameters = manifest.count, manifest.parameters
+            return report
+        finally:
+            store.close()

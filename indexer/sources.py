@@ -1,0 +1,200 @@
+"""Question collections to index: JSON Lines, CSV/TSV, plain text and SemEval CQA XML.
+
+Every reader yields ``SourceQuestion``s, or a ``DataError`` as a value for a row that is bad
+(so that ``--on-error skip`` can go on with the next row); problems that spoil the whole file
+(missing, malformed XML, no id column) are raised.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from train.datasets import (
+    DataError,
+    OriginalQuestion,
+    join_subject_body,
+    numbered_lines,
+    read_cqa_collection,
+)
+
+SUBJECT_COLUMNS = ("subject", "title")
+BODY_COLUMN = "body"
+ID_COLUMN = "id"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines
+
+
+class OnError(StrEnum):
+    stop = "stop"
+    skip = "skip"
+
+
+@dataclass(frozen=True)
+class SourceQuestion:
+    external_id: str
+    subject: str
+    body: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None  # where the question starts in its file, when the format has lines
+
+    @property
+    def text(self) -> str:
+        """What the encoder embeds."""
+        return join_subject_body(self.subject, self.body)
+
+    @property
+    def content_hash(self) -> str:
+        """Changes exactly when the embedded text changes (metadata edits need no new vector)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+Row = SourceQuestion | DataError
+
+
+def clean_text(value: Any) -> str:
+    """Text with control characters removed (they break terminals and some databases)."""
+    return _CONTROL.sub("", "" if value is None else str(value))
+
+
+def normalize_id(value: Any) -> str:
+    """Ids are compared after Unicode NFC and trimming, so ' 12' and '12' are one question."""
+    return unicodedata.normalize("NFC", str(value)).strip()
+
+
+def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any,
+              metadata: dict[str, Any]) -> Row:
+    external_id = normalize_id(raw_id) if raw_id is not None else ""
+    if not external_id:
+        return DataError(path, f"missing or empty {ID_COLUMN!r}", line)
+    question = SourceQuestion(external_id, clean_text(subject), clean_text(body), metadata, line)
+    if not question.text:
+        return DataError(path, f"question {external_id!r} is empty (no subject or body text)", line)
+    return question
+
+
+def _jsonl_rows(path: Path) -> Iterator[Row]:
+    for number, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            yield DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
+            continue
+        if not isinstance(record, dict):
+            yield DataError(path, f"expected a JSON object, got {type(record).__name__}", number)
+            continue
+        subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
+        metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}
+        yield _question(path, number, record.get(ID_COLUMN),
+                        record.get(subject_key) if subject_key else "", record.get(BODY_COLUMN),
+                        metadata)
+
+
+def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:
+    lines = numbered_lines(path)
+    reader = csv.reader((text + "\n" for _, text in lines), delimiter=delimiter, strict=True)
+    try:
+        header = [name.strip().lower() for name in next(reader)]
+    except StopIteration:
+        raise DataError(path, "empty file: expected a header row", 1) from None
+    except csv.Error as err:
+        raise DataError(path, f"broken header row: {err}", 1) from None
+    if ID_COLUMN not in header:
+        raise DataError(path, f"no {ID_COLUMN!r} column in the header {header}", 1)
+    subject_column = next((name for name in SUBJECT_COLUMNS if name in header), None)
+    if subject_column is None and BODY_COLUMN not in header:
+        raise DataError(path, f"the header {header} has none of the text columns "
+                              f"{[*SUBJECT_COLUMNS, BODY_COLUMN]}", 1)
+    text_columns = {ID_COLUMN, subject_column, BODY_COLUMN}
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            # the reader cannot resynchronise after broken quoting: the rest of the file is lost
+            raise DataError(path, f"broken quoting: {err}", start) from None
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            yield DataError(path, f"expected {len(header)} fields ({', '.join(header)}), "
+                                  f"got {len(row)}", start)
+            continue
+        record = dict(zip(header, row, strict=True))
+        metadata = {k: v for k, v in record.items() if k not in text_columns and v != ""}
+        yield _question(path, start, record[ID_COLUMN],
+                        record[subject_column] if subject_column else "", record.get(BODY_COLUMN),
+                        metadata)
+
+
+def _text_rows(path: Path) -> Iterator[Row]:
+    """One question a line, its id the line number; blank lines are skipped."""
+    for number, line in numbered_lines(path):
+        if line.strip():
+            yield _question(path, number, number, line, "", {})
+
+
+def _cqa_xml_rows(path: Path) -> Iterator[Row]:
+    seen: dict[str, str] = {}  # the files repeat questions verbatim: keep the first of each
+    for item in read_cqa_collection(path):
+        if isinstance(item, OriginalQuestion):
+            row = _question(path, None, item.id, item.subject, item.body, {"kind": "original"})
+        else:
+            metadata = {"kind": "related", "category": item.category, "date": item.date,
+                        "username": item.username,
+                        "comments": [{"id": c.id, "date": c.date, "username": c.username,
+                                      "text": clean_text(c.text)} for c in item.comments]}
+            row = _question(path, None, item.id, item.subject, item.body,
+                            {k: v for k, v in metadata.items() if v is not None})
+        if isinstance(row, SourceQuestion):
+            fingerprint = json.dumps([row.subject, row.body, row.metadata], sort_keys=True)
+            if seen.get(row.external_id) == fingerprint:
+                continue
+            seen.setdefault(row.external_id, fingerprint)
+        yield row
+
+
+READERS = {".jsonl": _jsonl_rows, ".ndjson": _jsonl_rows, ".csv": lambda p: _delimited_rows(p, ","),
+           ".tsv": lambda p: _delimited_rows(p, "\t"), ".txt": _text_rows, ".xml": _cqa_xml_rows}
+
+
+def source_format(path: Path) -> str:
+    suffixes = path.suffixes
+    suffix = suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else path.suffix
+    if suffix.lower() not in READERS:
+        raise DataError(path, f"unknown source format {suffix or '(no suffix)'!r}: use one of "
+                              f"{', '.join(READERS)} (optionally .gz, except .xml)")
+    return suffix.lower()
+
+
+def read_source(path: Path, on_error: OnError, problems: list[DataError]) -> list[SourceQuestion]:
+    """All good questions of one source, validated before anything is stored. A bad row (or a
+    duplicate id) raises with ``on_error=stop``; with ``skip`` it is appended to ``problems``."""
+    reader = READERS[source_format(path)]
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    questions: list[SourceQuestion] = []
+    first_seen: dict[str, int | None] = {}
+    for row in reader(path):
+        if isinstance(row, SourceQuestion) and row.external_id in first_seen:
+            where = first_seen[row.external_id]
+            row = DataError(path, f"duplicate id {row.external_id!r}"
+                                  + (f" (first at line {where})" if where else ""), row.line)
+        if isinstance(row, DataError):
+            if on_error is OnError.stop:
+                raise row
+            problems.append(row)
+            continue
+        first_seen[row.external_id] = row.line
+        questions.append(row)
+    return questions

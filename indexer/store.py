@@ -1,0 +1,294 @@
+"""The question store: questions, their vectors and the index's bookkeeping, through SQLAlchemy.
+
+Vectors live in the database next to their question, so the database alone is the truth: each
+write transaction keeps question and vector together, and the FAISS file is a cache that can
+always be rebuilt from it (``askalike check --repair``). A ``generation`` counter, bumped by every
+transaction that changes vectors, tells whether a FAISS file is up to date.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Engine,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from indexer.sources import SourceQuestion
+
+SQLITE_FILE = "askalike.sqlite3"
+SCHEMA_VERSION = "1"
+_ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
+
+
+class StoreError(Exception):
+    """A database that cannot be opened or does not belong to this index."""
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class QuestionRow(Base):
+    __tablename__ = "questions"
+    __table_args__ = (UniqueConstraint("source", "external_id", name="uq_questions_source_id"),)
+
+    id: Mapped[int] = mapped_column(_ID, primary_key=True)  # also the question's FAISS id
+    source: Mapped[str] = mapped_column(String(1024), index=True)
+    external_id: Mapped[str] = mapped_column(String(512))
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON().with_variant(JSONB, "postgresql"))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Setting(Base):
+    """Key-value bookkeeping: schema version, the encoder, the vector generation."""
+
+    __tablename__ = "index_settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+@dataclass(frozen=True)
+class StoredQuestion:
+    """A question as the store holds it, without its vector."""
+
+    id: int
+    source: str
+    external_id: str
+    subject: str
+    body: str
+    metadata: dict[str, Any]
+    content_hash: str
+
+    def same_fields(self, question: SourceQuestion) -> bool:
+        return (self.subject, self.body, self.metadata) == (question.subject, question.body,
+                                                            question.metadata)
+
+
+@dataclass(frozen=True)
+class EncoderIdentity:
+    model: str  # a model directory (absolute) or pretrained:NAME
+    fingerprint: str  # hash of the weights
+    dim: int
+
+    def describe(self) -> str:
+        return f"{self.model} (weights {self.fingerprint}, {self.dim} dimensions)"
+
+
+_QUESTION_COLUMNS = (QuestionRow.id, QuestionRow.source, QuestionRow.external_id, QuestionRow.subject,
+                     QuestionRow.body, QuestionRow.meta, QuestionRow.content_hash)
+
+
+def default_database_url(index_dir: Path) -> str:
+    return f"sqlite:///{(index_dir / SQLITE_FILE).resolve()}"
+
+
+def masked_url(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        # WAL: searches read the last committed state while an index run writes
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+class Store:
+    def __init__(self, url: str, busy_timeout_s: float = 30.0) -> None:
+        self.url = url
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise StoreError(f"not a database URL: {url!r}") from None
+        sqlite = parsed.get_backend_name() == "sqlite"
+        if sqlite and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        connect_args = {"timeout": busy_timeout_s} if sqlite else {"connect_timeout": 10}
+        try:
+            self.engine = create_engine(url, connect_args=connect_args)
+        except (ArgumentError, ImportError) as err:
+            raise StoreError(f"{masked_url(url)}: {err}") from None
+        if sqlite:
+            _sqlite_pragmas(self.engine)
+        try:
+            Base.metadata.create_all(self.engine)
+            with Session(self.engine) as session, session.begin():
+                version = session.get(Setting, "schema_version")
+                if version is None:
+                    session.add(Setting(key="schema_version", value=SCHEMA_VERSION))
+                elif version.value != SCHEMA_VERSION:
+                    raise StoreError(f"{masked_url(url)}: schema version {version.value}, this "
+                                     f"askalike reads {SCHEMA_VERSION}")
+        except OperationalError as err:
+            raise StoreError(f"cannot open the database {masked_url(url)}: {err.orig}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ settings
+
+    def _setting(self, session: Session, key: str) -> str | None:
+        row = session.get(Setting, key)
+        return row.value if row is not None else None
+
+    def encoder(self) -> EncoderIdentity | None:
+        with Session(self.engine) as session:
+            value = self._setting(session, "encoder")
+        return EncoderIdentity(**json.loads(value)) if value else None
+
+    def bind_encoder(self, identity: EncoderIdentity) -> None:
+        """Record the encoder of the vectors; refuse one that differs from the recorded one."""
+        with Session(self.engine) as session, session.begin():
+            value = self._setting(session, "encoder")
+            if value is None:
+                session.add(Setting(key="encoder", value=json.dumps(identity.__dict__)))
+                return
+        recorded = EncoderIdentity(**json.loads(value))
+        if recorded.fingerprint != identity.fingerprint or recorded.dim != identity.dim:
+            raise StoreError(f"this index holds vectors of {recorded.describe()}; "
+                             f"{identity.describe()} is a different encoder: use --model "
+                             f"{recorded.model}, or index into a new --index directory")
+
+    def generation(self) -> int:
+        with Session(self.engine) as session:
+            return int(self._setting(session, "generation") or 0)
+
+    def _bump_generation(self, session: Session) -> None:
+        row = session.get(Setting, "generation", with_for_update=True)
+        if row is None:
+            session.add(Setting(key="generation", value="1"))
+        else:
+            row.value = str(int(row.value) + 1)
+
+    # ------------------------------------------------------------------ questions
+
+    def count(self) -> int:
+        with Session(self.engine) as session:
+            return session.scalar(select(func.count()).select_from(QuestionRow)) or 0
+
+    def counts_by_source(self) -> dict[str, int]:
+        with Session(self.engine) as session:
+            rows = session.execute(select(QuestionRow.source, func.count())
+                                   .group_by(QuestionRow.source).order_by(QuestionRow.source))
+            return {source: count for source, count in rows}
+
+    def questions_of(self, source: str) -> dict[str, StoredQuestion]:
+        """The stored questions of one source by external id."""
+        with Session(self.engine) as session:
+            rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.source == source))
+            return {row.external_id: StoredQuestion(*row) for row in rows}
+
+    def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
+        """Questions by row id; ids no longer stored are simply absent."""
+        if not ids:
+            return {}
+        with Session(self.engine) as session:
+            rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.id.in_(list(ids))))
+            return {row.id: StoredQuestion(*row) for row in rows}
+
+    def ids(self) -> list[int]:
+        with Session(self.engine) as session:
+            return list(session.scalars(select(QuestionRow.id).order_by(QuestionRow.id)))
+
+    def question_keys(self) -> list[tuple[int, str, str]]:
+        """(row id, source, external id) of every stored question."""
+        with Session(self.engine) as session:
+            rows = session.execute(select(QuestionRow.id, QuestionRow.source, QuestionRow.external_id))
+            return [tuple(row) for row in rows]
+
+    def vectors(self, dim: int, after_id: int = -1,
+                chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
+        order, a chunk at a time."""
+        with Session(self.engine) as session:
+            result = session.execute(select(QuestionRow.id, QuestionRow.vector)
+                                     .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
+                                     .execution_options(yield_per=chunk))
+            for part in result.partitions():
+                ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
+                matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
+                yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
+
+    def write(self, source: str, questions: Sequence[SourceQuestion], vectors: np.ndarray,
+              existing_ids: Sequence[int | None]) -> list[int]:
+        """Insert new questions and replace changed ones, with their vectors, in one transaction.
+        Returns the row ids of the inserted ones."""
+        now = datetime.now(UTC)
+
+        def values(question: SourceQuestion, vector: np.ndarray) -> dict[str, Any]:
+            return {"subject": question.subject, "body": question.body, "meta": question.metadata,
+                    "content_hash": question.content_hash, "vector": vector.astype("<f4").tobytes(),
+                    "updated_at": now}
+
+        inserts, updates = [], []
+        for question, vector, row_id in zip(questions, vectors, existing_ids, strict=True):
+            if row_id is None:
+                inserts.append({**values(question, vector), "source": source,
+                                "external_id": question.external_id, "created_at": now})
+            else:
+                updates.append({**values(question, vector), "id": row_id})
+        with Session(self.engine) as session, session.begin():
+            inserted: list[int] = []
+            if inserts:
+                inserted = list(session.scalars(insert(QuestionRow).returning(
+                    QuestionRow.id, sort_by_parameter_order=True), inserts))
+            if updates:
+                session.execute(update(QuestionRow), updates)
+            self._bump_generation(session)
+        return inserted
+
+    def update_fields(self, changes: Iterable[tuple[int, SourceQuestion]]) -> int:
+        """Metadata-only edits (the embedded text is unchanged): no new vector, same generation."""
+        now = datetime.now(UTC)
+        rows = [{"id": row_id, "subject": q.subject, "body": q.body, "meta": q.metadata,
+                 "updated_at": now} for row_id, q in changes]
+        if rows:
+            with Session(self.engine) as session, session.begin():
+                session.execute(update(QuestionRow), rows)
+        return len(rows)
+
+    def delete(self, ids: Sequence[int]) -> int:
+        """Remove questions (and their vectors) in one transaction."""
+        if not ids:
+            return 0
+        with Session(self.engine) as session, session.begin():
+            for start in range(0, len(ids), 10_000):
+                session.execute(delete(QuestionRow).where(
+                    QuestionRow.id.in_(list(ids[start : start + 10_000]))))
+            self._bump_generation(session)
+        return len(ids)

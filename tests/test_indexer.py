@@ -1,0 +1,268 @@
+"""The indexer: round trip, incremental runs, prune, encoder mismatch, index types, check/repair,
+the writer lock, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+from conftest import make_tiny_model
+
+from indexer.build import IndexOptions, index_sources
+from indexer.directory import check_index, index_info, open_index, repair_index
+from indexer.manifest import IndexDirectoryError, index_lock, read_manifest
+from indexer.sources import OnError
+from indexer.store import Store, StoreError
+from indexer.vector_index import IndexBuildError, index_ids
+from train.datasets import DataError
+from train.model_io import load_encoder
+
+QUIET = IndexOptions(show_progress=False)
+TOPICS = ["visa", "car", "pizza", "school", "flight", "salary", "apartment", "doctor"]
+ASKS = ["how do i find a good", "where can i get a cheap", "is it hard to get a", "who knows a"]
+PLACES = ["in doha", "near the pearl", "for expats", "this weekend"]
+
+
+def collection(count: int = 60) -> list[dict]:
+    texts = itertools.islice(itertools.product(ASKS, TOPICS, PLACES), count)
+    return [{"id": f"q{i}", "subject": f"{ask} {topic}", "body": f"{ask} {topic} {place}?",
+             "category": topic} for i, (ask, topic, place) in enumerate(texts)]
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+def stored_state(index_dir: Path, database: str) -> dict:
+    """Everything a run leaves, keyed by question: fields and exact vector bytes."""
+    store = Store(database)
+    try:
+        with store.engine.connect() as connection:
+            rows = connection.exec_driver_sql(
+                "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
+            return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
+    finally:
+        store.close()
+
+
+def search_ids(index_dir: Path, database: str, model: Path, text: str, k: int = 5) -> list[str]:
+    opened = open_index(index_dir, database)
+    try:
+        query = load_encoder(model).encode([text])
+        _, ids = opened.faiss.search(query, k)
+        found = opened.store.fetch([int(i) for i in ids[0] if i >= 0])
+        return [found[int(i)].external_id for i in ids[0] if int(i) in found]
+    finally:
+        opened.close()
+
+
+def test_round_trip_finds_a_question_first(tmp_path, tiny_model, database_url):
+    records = collection()
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    report = index_sources(tmp_path / "index", [source], str(tiny_model), database_url, QUIET)
+    assert (report.added, report.total) == (len(records), len(records))
+    target = records[17]
+    found = search_ids(tmp_path / "index", database_url, tiny_model,
+                       f"{target['subject']} {target['body']}")
+    assert found[0] == "q17"
+    assert check_index(tmp_path / "index", database_url).ok
+    info = index_info(tmp_path / "index", database_url)
+    assert info["questions"] == info["vectors"] == len(records) and info["up_to_date"]
+
+
+def test_metadata_is_kept_as_json(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", [{"id": 1, "title": "visa fees", "body": "how much",
+                                                 "tags": ["visa", "fees"], "votes": 3}])
+    index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+    opened = open_index(tmp_path / "index")
+    try:
+        (question,) = opened.store.fetch(opened.store.ids()).values()
+    finally:
+        opened.close()
+    assert question.external_id == "1" and question.subject == "visa fees"
+    assert question.metadata == {"tags": ["visa", "fees"], "votes": 3}
+
+
+def test_incremental_runs_embed_only_what_changed(tmp_path, tiny_model, database_url):
+    records = collection()
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [source], str(tiny_model), database_url, QUIET)
+
+    again = index_sources(index_dir, [source], None, database_url, QUIET)  # model from the index
+    assert (again.added, again.reembedded, again.unchanged) == (0, 0, len(records))
+    assert not again.faiss_rebuilt
+
+    records[3]["body"] = "a completely different question about camels"
+    records[4]["category"] = "moved"  # metadata only: no new vector
+    records.append({"id": "new", "subject": "brand new question", "body": ""})
+    write_jsonl(source, records)
+    changed = index_sources(index_dir, [source], None, database_url, QUIET)
+    assert (changed.added, changed.reembedded, changed.metadata_updated) == (1, 1, 1)
+    assert changed.total == len(records)
+    assert check_index(index_dir, database_url).ok
+    assert search_ids(index_dir, database_url, tiny_model,
+                      "a completely different question about camels")[0] == "q3"
+
+
+def test_appending_questions_extends_the_faiss_file(tmp_path, tiny_model):
+    records = collection(40)
+    source = write_jsonl(tmp_path / "q.jsonl", records[:30])
+    index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+    write_jsonl(source, records)
+    report = index_sources(tmp_path / "index", [source], None, options=QUIET)
+    assert report.added == 10 and not report.faiss_rebuilt and report.total == 40
+    assert check_index(tmp_path / "index").ok
+
+
+def test_prune_removes_questions_no_longer_in_the_sources(tmp_path, tiny_model, database_url):
+    records = collection()
+    first = write_jsonl(tmp_path / "a.jsonl", records[:40])
+    second = write_jsonl(tmp_path / "b.jsonl", records[40:])
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [first, second], str(tiny_model), database_url, QUIET)
+    write_jsonl(first, records[:35])
+
+    kept = index_sources(index_dir, [first, second], None, database_url, QUIET)
+    assert kept.removed == 0 and kept.total == 60  # without --prune nothing goes
+
+    options = IndexOptions(prune=True, show_progress=False)
+    pruned = index_sources(index_dir, [first], None, database_url, options)
+    assert pruned.removed == 25 and pruned.total == 35
+    assert sum(index_info(index_dir, database_url)["sources"].values()) == 35
+    assert check_index(index_dir, database_url).ok
+    assert "q36" not in search_ids(index_dir, database_url, tiny_model, records[36]["body"])
+
+
+def test_a_different_encoder_is_refused(tmp_path, tiny_model, database_url):
+    source = write_jsonl(tmp_path / "q.jsonl", collection(10))
+    index_sources(tmp_path / "index", [source], str(tiny_model), database_url, QUIET)
+    other = make_tiny_model(tmp_path / "other", seed=1)
+    with pytest.raises(StoreError, match="different encoder"):
+        index_sources(tmp_path / "index", [source], str(other), database_url, QUIET)
+    assert check_index(tmp_path / "index", database_url).ok
+
+
+@pytest.mark.parametrize("index_type", ["hnsw", "ivf", "ivfpq"])
+def test_approximate_index_types(tmp_path, tiny_model, index_type):
+    records = [{"id": f"q{i}", "subject": f"{a} {t} {p} number {i}", "body": ""}
+               for i, (a, t, p) in enumerate(itertools.product(ASKS * 7, TOPICS * 4, PLACES))]
+    source = write_jsonl(tmp_path / "q.jsonl", records)
+    options = IndexOptions(index_type=index_type, show_progress=False)
+    report = index_sources(tmp_path / "index", [source], str(tiny_model), options=options)
+    assert report.total == len(records) and report.index_type == index_type
+    if index_type != "hnsw":
+        assert report.parameters["lists"] >= 1 and report.parameters["probes"] >= 1
+    manifest = read_manifest(tmp_path / "index")
+    assert manifest is not None and manifest.parameters == report.parameters
+    found = search_ids(tmp_path / "index", None, tiny_model, records[100]["subject"], k=10)
+    assert "q100" in found
+    assert check_index(tmp_path / "index").ok
+
+
+def test_ivfpq_on_a_tiny_collection_says_why_not(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection(20))
+    with pytest.raises(IndexBuildError, match="at least"):
+        index_sources(tmp_path / "index", [source], str(tiny_model),
+                      options=IndexOptions(index_type="ivfpq", show_progress=False))
+
+
+def test_changing_the_index_type_rebuilds(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection())
+    index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+    report = index_sources(tmp_path / "index", [source], None,
+                           options=IndexOptions(index_type="hnsw", show_progress=False))
+    assert report.faiss_rebuilt and report.added == 0
+    assert isinstance(faiss.downcast_index(open_index(tmp_path / "index").faiss.index),
+                      faiss.IndexHNSWFlat)
+
+
+def test_bad_row_stops_the_run_and_keeps_what_was_stored(tmp_path, tiny_model):
+    records = collection(10)
+    source = write_jsonl(tmp_path / "q.jsonl", records)
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [source], str(tiny_model), options=QUIET)
+    before = stored_state(index_dir, f"sqlite:///{index_dir / 'askalike.sqlite3'}")
+    write_jsonl(source, [*records[:5], {"id": "q99", "subject": "", "body": "  "}, *records[5:]])
+    source.write_text(source.read_text().replace(records[0]["body"], "changed text"))
+    with pytest.raises(DataError, match=r"q\.jsonl:6: question 'q99' is empty"):
+        index_sources(index_dir, [source], None, options=QUIET)
+    assert stored_state(index_dir, f"sqlite:///{index_dir / 'askalike.sqlite3'}") == before
+
+
+def test_skip_goes_on_with_the_good_rows(tmp_path, tiny_model):
+    records = collection(10)
+    source = write_jsonl(tmp_path / "q.jsonl", records)
+    with open(source, "a") as handle:
+        handle.write('["not", "an", "object"]\n{"id": "q1", "subject": "duplicate"}\n')
+    options = IndexOptions(on_error=OnError.skip, show_progress=False)
+    report = index_sources(tmp_path / "index", [source], str(tiny_model), options=options)
+    assert report.total == 10
+    assert len(report.skipped) == 2
+    assert "q.jsonl:11: expected a JSON object" in report.skipped[0]
+    assert "q.jsonl:12: duplicate id 'q1' (first at line 2)" in report.skipped[1]
+
+
+def test_corrupted_faiss_file_is_detected_and_repaired(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection())
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [source], str(tiny_model), options=QUIET)
+    manifest = read_manifest(index_dir)
+    assert manifest is not None
+    path = index_dir / manifest.faiss_file
+    path.write_bytes(path.read_bytes()[: manifest.faiss_bytes // 2])
+    with pytest.raises(IndexDirectoryError, match="truncated or damaged.*check --repair"):
+        open_index(index_dir)
+    report = check_index(index_dir)
+    assert not report.ok and "checksum" in report.problems[0]
+    repair_index(index_dir)
+    assert check_index(index_dir).ok
+    assert search_ids(index_dir, None, tiny_model, collection()[5]["body"])[0] == "q5"
+
+
+def test_check_reports_an_index_behind_its_database(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection())
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [source], str(tiny_model), options=QUIET)
+    store = Store(f"sqlite:///{index_dir / 'askalike.sqlite3'}")
+    store.delete(store.ids()[:3])  # as an interrupted prune would have committed
+    store.close()
+    report = check_index(index_dir)
+    assert not report.ok
+    assert any("generation" in p for p in report.problems)
+    assert any("3 indexed ids are not in the database" in p for p in report.problems)
+    repair_index(index_dir)
+    assert check_index(index_dir).ok and len(index_ids(open_index(index_dir).faiss)) == 57
+
+
+def test_a_second_writer_is_refused(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection(5))
+    with index_lock(tmp_path / "index"), pytest.raises(IndexDirectoryError, match="being written"):
+        index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+
+
+def test_missing_and_empty_index_messages(tmp_path):
+    with pytest.raises(IndexDirectoryError, match="no index here.*askalike index"):
+        open_index(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(IndexDirectoryError, match="no manifest.json"):
+        open_index(tmp_path / "empty")
+
+
+def test_vectors_are_stored_exactly(tmp_path, tiny_model):
+    records = collection(8)
+    source = write_jsonl(tmp_path / "q.jsonl", records)
+    index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+    opened = open_index(tmp_path / "index")
+    try:
+        ids, vectors = next(opened.store.vectors(opened.manifest.encoder.dim))
+        expected = load_encoder(tiny_model).encode([f"{r['subject']} {r['body']}" for r in records])
+        np.testing.assert_array_equal(np.sort(ids), ids)
+        np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    finally:
+        opened.close()
