@@ -69,3 +69,39 @@ def test_out_needs_a_single_combination(data_dir, tmp_path):
                                  "--data-dir", str(data_dir)])
     assert result.exit_code != 0
     assert not (tmp_path / "x.pred").exists()
+
+
+def test_index_info_check_round_trip(tmp_path, tiny_model):
+    source = tmp_path / "q.jsonl"
+    source.write_text('{"id": "a", "subject": "visa renewal"}\n{"id": "b", "subject": "cheap cars"}\n')
+    index = str(tmp_path / "index")
+    result = runner.invoke(app, ["index", str(source), "--model", str(tiny_model), "--index", index,
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["added"] == 2
+    info = json.loads(runner.invoke(app, ["index-info", "--index", index, "--json"]).stdout)
+    assert info["questions"] == 2 and info["index_type"] == "flat"
+    check = runner.invoke(app, ["check", "--index", index, "--json"])
+    assert check.exit_code == 0 and json.loads(check.stdout)["ok"] is True
+
+
+def test_index_bad_row_exits_2_naming_the_line(tmp_path, tiny_model):
+    source = tmp_path / "q.csv"
+    source.write_text('id,subject\n1,fine\n2,"broken"quote\n')
+    result = runner.invoke(app, ["index", str(source), "--model", str(tiny_model),
+                                 "--index", str(tmp_path / "index")])
+    assert result.exit_code == 2
+    assert "q.csv:3: broken quoting" in result.stderr and "Traceback" not in result.output
+
+
+def test_check_fails_on_a_damaged_index(tmp_path, tiny_model):
+    source = tmp_path / "q.txt"
+    source.write_text("visa renewal\ncheap cars\n")
+    index = tmp_path / "index"
+    assert runner.invoke(app, ["index", str(source), "--model", str(tiny_model), "--index",
+                               str(index), "--json"]).exit_code == 0
+    (faiss_file,) = index.glob("vectors-*.faiss")
+    faiss_file.write_bytes(b"garbage")
+    result = runner.invoke(app, ["check", "--index", str(index)])
+    assert result.exit_code == 1 and "check --repair" in result.stdout
+    assert runner.invoke(app, ["check", "--index", str(index), "--repair"]).exit_code == 0

@@ -28,8 +28,9 @@ PLACES = ["in doha", "near the pearl", "for expats", "this weekend"]
 
 
 def collection(count: int = 60) -> list[dict]:
-    texts = itertools.islice(itertools.product(ASKS, TOPICS, PLACES), count)
-    return [{"id": f"q{i}", "subject": f"{ask} {topic}", "body": f"{ask} {topic} {place}?",
+    """``count`` distinct questions (a case number tells apart the repeats of 128 phrasings)."""
+    texts = itertools.islice(itertools.cycle(itertools.product(ASKS, TOPICS, PLACES)), count)
+    return [{"id": f"q{i}", "subject": f"{ask} {topic}", "body": f"{ask} {topic} {place}, case {i}?",
              "category": topic} for i, (ask, topic, place) in enumerate(texts)]
 
 
@@ -216,7 +217,7 @@ def test_corrupted_faiss_file_is_detected_and_repaired(tmp_path, tiny_model):
     assert manifest is not None
     path = index_dir / manifest.faiss_file
     path.write_bytes(path.read_bytes()[: manifest.faiss_bytes // 2])
-    with pytest.raises(IndexDirectoryError, match="truncated or damaged.*check --repair"):
+    with pytest.raises(IndexDirectoryError, match=r"truncated or damaged.*check --repair"):
         open_index(index_dir)
     report = check_index(index_dir)
     assert not report.ok and "checksum" in report.problems[0]
@@ -247,10 +248,10 @@ def test_a_second_writer_is_refused(tmp_path, tiny_model):
 
 
 def test_missing_and_empty_index_messages(tmp_path):
-    with pytest.raises(IndexDirectoryError, match="no index here.*askalike index"):
+    with pytest.raises(IndexDirectoryError, match=r"no index here.*askalike index"):
         open_index(tmp_path / "nowhere")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(IndexDirectoryError, match="no manifest.json"):
+    with pytest.raises(IndexDirectoryError, match=r"no manifest\.json"):
         open_index(tmp_path / "empty")
 
 

@@ -1,0 +1,102 @@
+"""kill -9 during ``askalike index``: the previous index stays usable, and a re-run ends in exactly
+the state (rows and vector bytes) of a run that was never interrupted."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_indexer import collection, stored_state, write_jsonl
+
+from indexer.directory import check_index, open_index
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTIONS = 3000
+
+
+def index_command(source: Path, index_dir: Path, model: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "app", "index", str(source), "--model", str(model), "--index",
+            str(index_dir), "--commit-every", "100", "--batch-size", "50", "--json", *extra]
+
+
+def run_index(*args: str | Path) -> None:
+    result = subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def stored_count(database: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1) as connection:
+            return connection.execute("SELECT count(*) FROM questions").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return -1
+
+
+def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay: float) -> None:
+    """SIGKILL once the store holds ``rows`` questions, or after ``delay`` seconds."""
+    started = time.monotonic()
+    while process.poll() is None:
+        if rows is not None and stored_count(database) >= rows:
+            break
+        if rows is None and time.monotonic() - started >= delay:
+            break
+        time.sleep(0.002)
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory, tiny_model):
+    """The reference: half the collection indexed, then all of it, with no interruption."""
+    directory = tmp_path_factory.mktemp("faults")
+    records = collection(QUESTIONS)
+    half = write_jsonl(directory / "half.jsonl", records[: QUESTIONS // 2])
+    source = write_jsonl(directory / "all.jsonl", records)
+    clean = directory / "clean"
+    run_index(*index_command(half, clean, tiny_model, "--prune"))
+    run_index(*index_command(source, clean, tiny_model, "--prune"))
+    return directory, half, source, stored_state(clean, f"sqlite:///{clean / 'askalike.sqlite3'}")
+
+
+def collection_variants() -> list[tuple[int | None, float]]:
+    """Kill points: when a given number of rows is stored (mid-embedding), or after a delay."""
+    rng = random.Random(7)
+    by_rows = [(rng.randrange(QUESTIONS // 2, QUESTIONS), 0.0) for _ in range(3)]
+    by_time = [(None, rng.uniform(1.0, 4.0)) for _ in range(2)]
+    return by_rows + by_time
+
+
+@pytest.mark.parametrize(("rows", "delay"), collection_variants())
+def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay):
+    directory, half, source, expected = clean_run
+    index_dir = directory / f"killed-{rows}-{delay:.2f}"
+    database = index_dir / "askalike.sqlite3"
+    run_index(*index_command(half, index_dir, tiny_model, "--prune"))  # the previous index
+
+    process = subprocess.Popen(index_command(source, index_dir, tiny_model, "--prune"), cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_when(process, database, rows, delay)
+    if rows is not None:  # killed mid-embedding, with part of the new questions committed
+        assert rows <= stored_count(database) < QUESTIONS
+
+    opened = open_index(index_dir)  # the previous (or the finished) index still opens and answers
+    try:
+        assert opened.faiss.ntotal in (QUESTIONS // 2, QUESTIONS)
+        first = opened.faiss.reconstruct(int(opened.store.ids()[0]))
+        assert opened.faiss.search(first[None], 1)[1][0][0] >= 0
+    finally:
+        opened.close()
+
+    run_index(*index_command(source, index_dir, tiny_model, "--prune"))
+    assert stored_state(index_dir, f"sqlite:///{database}") == expected
+    report = check_index(index_dir)
+    assert report.ok, report.problems
+    assert report.vectors == QUESTIONS

@@ -1,0 +1,117 @@
+"""Question sources: each format, metadata, and bad input named by file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import write_bytes
+
+from indexer.sources import OnError, read_source
+from train.datasets import DataError
+
+
+def read(path: Path, on_error: OnError = OnError.stop) -> tuple[list, list[str]]:
+    problems: list[DataError] = []
+    questions = read_source(path, on_error, problems)
+    return questions, [str(p) for p in problems]
+
+
+def test_csv_with_title_body_and_metadata(tmp_path):
+    path = write_bytes(tmp_path / "q.csv", b'id,title,body,category\n1,"Visa, fees","how much, really?",'
+                                            b'immigration\n2,Cars,"multi\nline body",\n')
+    questions, _ = read(path)
+    assert [(q.external_id, q.subject, q.body, q.metadata) for q in questions] == [
+        ("1", "Visa, fees", "how much, really?", {"category": "immigration"}),
+        ("2", "Cars", "multi\nline body", {}),
+    ]
+    assert questions[1].line == 3
+
+
+def test_tsv_and_gzip(tmp_path):
+    import gzip
+
+    path = tmp_path / "q.tsv.gz"
+    path.write_bytes(gzip.compress(b"ID\tSubject\tBody\nA\tvisa\trenewal\n"))
+    (question,) = read(path)[0]
+    assert (question.external_id, question.text) == ("A", "visa renewal")
+
+
+def test_text_lines_are_numbered_and_blank_lines_skipped(tmp_path):
+    path = write_bytes(tmp_path / "q.txt", b"first question\n\n  \nsecond question\n")
+    assert [(q.external_id, q.subject) for q in read(path)[0]] == [("1", "first question"),
+                                                                  ("4", "second question")]
+
+
+def test_cqa_xml_originals_once_and_related_with_comments(tmp_path):
+    xml = b"""<root>
+<OrgQuestion ORGQ_ID="Q1"><OrgQSubject>visa</OrgQSubject><OrgQBody>renew?</OrgQBody>
+ <Thread THREAD_SEQUENCE="Q1_R1"><RelQuestion RELQ_ID="Q1_R1" RELQ_CATEGORY="Visas" RELQ_DATE="2010-01-01">
+  <RelQSubject>renewal</RelQSubject><RelQBody>how long</RelQBody></RelQuestion>
+  <RelComment RELC_ID="Q1_R1_C1" RELC_USERNAME="ann"><RelCText>two weeks</RelCText></RelComment>
+ </Thread></OrgQuestion>
+<OrgQuestion ORGQ_ID="Q1"><OrgQSubject>visa</OrgQSubject><OrgQBody>renew?</OrgQBody>
+ <Thread THREAD_SEQUENCE="Q1_R2"><RelQuestion RELQ_ID="Q1_R2"><RelQSubject>fees</RelQSubject>
+  <RelQBody></RelQBody></RelQuestion></Thread></OrgQuestion>
+</root>"""
+    questions = read(write_bytes(tmp_path / "q.xml", xml))[0]
+    assert [q.external_id for q in questions] == ["Q1_R1", "Q1", "Q1_R2"]
+    related = questions[0]
+    assert related.metadata["category"] == "Visas" and related.metadata["kind"] == "related"
+    assert related.metadata["comments"] == [{"id": "Q1_R1_C1", "date": None, "username": "ann",
+                                             "text": "two weeks"}]
+    assert questions[1].metadata == {"kind": "original"}
+
+
+def test_real_cqa_file_has_every_question_once(data_dir):
+    questions = read(data_dir / "semeval-cqa" / "SemEval2016-Task3-CQA-QL-test.xml")[0]
+    ids = [q.external_id for q in questions]
+    assert len(ids) == len(set(ids)) == 70 + 700  # 70 original questions, 10 related each
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("q.jsonl", b'{"id": 1, "subject": "a"}\n[1, 2]\n', r"q\.jsonl:2: expected a JSON object, got list"),
+    ("q.jsonl", b'{"id": 1, "subject": "a"}\n{"id": 2, "subj\n', r"q\.jsonl:2: invalid JSON"),
+    ("q.jsonl", b'{"subject": "no id"}\n', r"q\.jsonl:1: missing or empty 'id'"),
+    ("q.jsonl", b'{"id": "x", "subject": " ", "body": "\\t"}\n', r"q\.jsonl:1: question 'x' is empty"),
+    ("q.jsonl", b'{"id": "x", "subject": "a"}\n{"id": " x ", "subject": "b"}\n',
+     r"q\.jsonl:2: duplicate id 'x' \(first at line 1\)"),
+    ("q.jsonl", b'{"id": "caf\\u00e9", "subject": "a"}\n{"id": "cafe\\u0301", "subject": "b"}\n',
+     r"q\.jsonl:2: duplicate id 'caf"),
+    ("q.jsonl", b'{"id": 1, "subject": "ok"}\n{"id": 2, "subject": "caf\xe9"}\n',
+     r"q\.jsonl:2: not valid UTF-8"),
+    ("q.csv", b"id,subject\n1,fine\n2,\"broken\"quote\n", r"q\.csv:3: broken quoting"),
+    ("q.csv", b"id,subject\n1,fine\n2,too,many\n", r"q\.csv:3: expected 2 fields"),
+    ("q.csv", b"key,subject\n1,fine\n", r"q\.csv:1: no 'id' column"),
+    ("q.csv", b"id,votes\n1,3\n", r"q\.csv:1: .*none of the text columns"),
+    ("q.csv", b"", r"q\.csv:1: empty file"),
+    ("q.xml", b"<root><OrgQuestion ORGQ_ID='Q1'><OrgQSubject>a</OrgQSubject>",
+     r"q\.xml:1: malformed XML"),
+    ("q.docx", b"whatever", r"unknown source format '.docx'"),
+])
+def test_bad_input_names_file_and_line(tmp_path, name, content, message):
+    with pytest.raises(DataError, match=message):
+        read(write_bytes(tmp_path / name, content))
+
+
+def test_entity_bomb_is_refused(tmp_path):
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><r>&b;</r>')
+    with pytest.raises(DataError, match="refused unsafe XML"):
+        read(write_bytes(tmp_path / "bomb.xml", bomb))
+
+
+def test_skip_keeps_good_rows_and_lists_the_bad(tmp_path):
+    path = write_bytes(tmp_path / "q.jsonl", b'{"id": 1, "subject": "a"}\n"text"\n{"id": 1, "subject": "b"}\n'
+                                             b'{"id": 2, "body": "c"}\n')
+    questions, problems = read(path, OnError.skip)
+    assert [q.external_id for q in questions] == ["1", "2"]
+    assert len(problems) == 2 and "q.jsonl:2" in problems[0] and "q.jsonl:3" in problems[1]
+
+
+def test_control_characters_are_removed_and_big_questions_kept(tmp_path):
+    record = {"id": 1, "subject": "bell\u0007 and\u0000 nul", "body": "x" * 1_000_000}
+    path = write_bytes(tmp_path / "q.jsonl", json.dumps(record).encode() + b"\n")
+    (question,) = read(path)[0]
+    assert question.subject == "bell and nul" and len(question.body) == 1_000_000
