@@ -17,6 +17,7 @@ from indexer.manifest import DEFAULT_INDEX_DIR, IndexDirectoryError
 from indexer.store import StoreError
 from indexer.vector_index import IndexBuildError
 from retrieval.scorer import ScorerError
+from retrieval.searcher import SearchError
 from train.config import ConfigError
 from train.datasets import DATA_ENV_VAR, DataError
 from train.model_io import ModelError
@@ -48,7 +49,7 @@ DatabaseOption = Annotated[
 DEFAULT_INDEX = DEFAULT_INDEX_DIR
 
 USER_ERRORS = (DataError, ScorerError, ConfigError, ModelError, StoreError, IndexDirectoryError,
-               IndexBuildError)
+               IndexBuildError, SearchError)
 
 
 @contextmanager

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from app.common import DataDirOption, JsonOption, ModelOption, app, eval_app, print_figures, user_errors
 from retrieval.baselines import BASELINES
-from retrieval.cqa import CqaEvaluation, cosine_scores, evaluate_scores
+from retrieval.cqa import CqaEvaluation, evaluate_scores
+from retrieval.reranker import Reranker
 from retrieval.scorer import format_report, score_run
 from train.corpus import conversation_pairs
 from train.datasets import (
@@ -56,15 +57,15 @@ def eval_cqa(
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
         root = resolve_data_dir(data_dir)
-        encoders = {spec: load_model(spec).encoder for spec in models}
+        rerankers = {spec: Reranker(load_model(spec).encoder) for spec in models}
         evaluations = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
             for system_name in systems:
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
                 evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
-            for spec, encoder in encoders.items():
-                scores = cosine_scores(encoder, cqa_split.questions)
+            for spec, reranker in rerankers.items():
+                scores = reranker.scores(cqa_split.questions)
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
     if out is not None:
         write_cqa_run(out, evaluations[0].predictions)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from retrieval.scorer import ScoreReport, score_run
 from train.datasets import CqaRunLine, CqaSplit, OriginalQuestion
-from train.encoders import SentenceEncoder
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +42,3 @@ def evaluate_scores(split: CqaSplit, system: str, scores: Sequence[Sequence[floa
                     threshold: float | None = None) -> CqaEvaluation:
     predictions = predictions_from_scores(split.questions, scores, threshold)
     return CqaEvaluation(split.name, system, predictions, score_run(split.gold, predictions))
-
-
-def cosine_scores(encoder: SentenceEncoder, questions: Sequence[OriginalQuestion]) -> list[list[float]]:
-    """Cosine of each original question (subject + body) to each of its related questions:
-    the seed reranker, with no interaction features and no comments."""
-    originals = encoder.encode([q.text for q in questions])
-    related = encoder.encode([r.text for q in questions for r in q.related])
-    scores, offset = [], 0
-    for i, question in enumerate(questions):
-        block = related[offset : offset + len(question.related)]
-        scores.append((block @ originals[i]).astype(float).tolist())
-        offset += len(question.related)
-    return scores

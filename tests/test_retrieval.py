@@ -1,0 +1,133 @@
+"""Search, filters, more-like-this, batch reranking and the search/rerank/similar commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import make_tiny_model
+from test_indexer import QUIET, collection, write_jsonl
+from typer.testing import CliRunner
+
+from app.cli import app
+from indexer.build import index_sources
+from retrieval.reranker import Reranker
+from retrieval.searcher import Searcher, SearchError, SearchFilters
+from train.model_io import load_encoder
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory, tiny_model):
+    directory = tmp_path_factory.mktemp("search")
+    records = collection(64)
+    for i, record in enumerate(records):
+        record["date"] = f"201{i % 8}-06-01"
+    write_jsonl(directory / "forum.jsonl", records[:48])
+    write_jsonl(directory / "faq.jsonl", records[48:])
+    index_sources(directory / "index", [directory / "forum.jsonl", directory / "faq.jsonl"],
+                  str(tiny_model), options=QUIET)
+    return directory / "index"
+
+
+def text_of(record: dict) -> str:
+    return f"{record['subject']} {record['body']}"
+
+
+def test_own_text_comes_first_with_similarity_five(index_dir):
+    records = collection(64)
+    with Searcher(index_dir) as searcher:
+        for i in (0, 21, 50):
+            (first, *rest) = searcher.search(text_of(records[i]), k=5)
+            assert first.external_id == f"q{i}" and first.rank == 1
+            assert first.similarity == pytest.approx(5.0, abs=0.01)
+            assert all(r.cosine <= first.cosine for r in rest) and len(rest) == 4
+
+
+def test_search_many_matches_single_searches(index_dir):
+    queries = ["cheap car in doha", "a good doctor", "visa"]
+    with Searcher(index_dir) as searcher:
+        batched = searcher.search_many(queries, k=4)
+        single = [searcher.search(q, k=4) for q in queries]
+    assert [[r.id for r in rs] for rs in batched] == [[r.id for r in rs] for rs in single]
+
+
+def test_filters_exclude_what_they_should(index_dir):
+    with Searcher(index_dir) as searcher:
+        by_category = searcher.search("visa", k=20, filters=SearchFilters(categories=("car", "pizza")))
+        by_source = searcher.search("visa", k=50, filters=SearchFilters(sources=("faq.jsonl",)))
+        by_date = searcher.search("visa", k=50, filters=SearchFilters(date_from="2014-01-01",
+                                                                       date_to="2015-12-31"))
+        hostile = searcher.search("visa", filters=SearchFilters(categories=("x' OR '1'='1",)))
+    assert by_category and {r.metadata["category"] for r in by_category} == {"car", "pizza"}
+    assert len(by_category) == 16  # every car and pizza question, and nothing else
+    assert len(by_source) == 16 and all(r.source.endswith("faq.jsonl") for r in by_source)
+    assert len(by_date) == 16 and all("2014" <= r.metadata["date"][:4] <= "2015" for r in by_date)
+    assert hostile == []  # a bound parameter, not SQL
+
+
+def test_more_like_leaves_the_question_out(index_dir):
+    with Searcher(index_dir) as searcher:
+        target = searcher.search(text_of(collection(64)[9]), k=1)[0]
+        similar = searcher.more_like(target.id, k=5)
+        assert len(similar) == 5 and target.id not in {r.id for r in similar}
+        with pytest.raises(SearchError, match="not in the index"):
+            searcher.more_like(10_000)
+
+
+def test_empty_index_and_wrong_model_say_what_to_do(tmp_path, tiny_model, index_dir):
+    (tmp_path / "empty.txt").write_text("\n")
+    index_sources(tmp_path / "index", [tmp_path / "empty.txt"], str(tiny_model), options=QUIET)
+    with Searcher(tmp_path / "index") as searcher, pytest.raises(SearchError, match=r"empty.*askalike index"):
+        searcher.search("anything")
+    other = make_tiny_model(tmp_path / "other", seed=3)
+    with pytest.raises(SearchError, match="different encoder"):
+        Searcher(index_dir, model=str(other))
+
+
+def test_reranker_orders_by_cosine(tiny_model):
+    reranker = Reranker(load_encoder(tiny_model))
+    ranked = reranker.rerank("how do i renew my visa", ["best pizza", "how do i renew my visa", "cars"])
+    assert ranked[0] == (1, pytest.approx(1.0, abs=1e-5))
+    assert [score for _, score in ranked] == sorted((score for _, score in ranked), reverse=True)
+
+
+def test_search_command_table_json_and_stdin(index_dir):
+    text = text_of(collection(64)[5])
+    table = runner.invoke(app, ["search", text, "--index", str(index_dir), "-k", "3"])
+    assert table.exit_code == 0 and "“" in table.stdout and "5.00" in table.stdout
+    lines = runner.invoke(app, ["search", "--index", str(index_dir), "-k", "2", "--json"],
+                          input=f"{text}\n\nvisa\n").stdout.splitlines()
+    results = [json.loads(line) for line in lines]
+    assert [r["query"] for r in results] == [text, text, "visa", "visa"]
+    assert results[0]["external_id"] == "q5" and results[0]["rank"] == 1
+
+
+def test_search_command_on_missing_index_is_one_line(tmp_path):
+    result = runner.invoke(app, ["search", "x", "--index", str(tmp_path / "none")])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "askalike index" in result.stderr
+
+
+def test_rerank_round_trips_through_the_scorer(data_dir, tmp_path, tiny_model):
+    split = data_dir / "semeval-cqa"
+    gold = split / "SemEval2016-Task3-CQA-QL-test.xml.subtaskB.relevancy"
+    pred, trec = tmp_path / "run.pred", tmp_path / "run.trec"
+    rerank = runner.invoke(app, ["rerank", str(split / "SemEval2016-Task3-CQA-QL-test.xml"),
+                                 "--model", str(tiny_model), "--out", str(pred), "--trec", str(trec),
+                                 "--gold", str(gold), "--json"])
+    assert rerank.exit_code == 0, rerank.output
+    scored = runner.invoke(app, ["score", str(gold), str(pred), "--json"])
+    evaluated = runner.invoke(app, ["eval", "cqa", "--split", "test2016", "--model", str(tiny_model),
+                                    "--json", "--data-dir", str(data_dir)])
+    maps = {json.loads(r.stdout)["map"] for r in (rerank, scored, evaluated)}
+    assert len(maps) == 1
+    trec_lines = trec.read_text().splitlines()
+    assert len(trec_lines) == 700 and trec_lines[0].split()[1] == "Q0"
+
+
+def test_similar_command(tiny_model):
+    result = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
+                                 "--json"])
+    figures = json.loads(result.stdout)
+    assert figures["cosine"] == pytest.approx(1.0, abs=1e-5) and figures["similarity"] == pytest.approx(5.0)
