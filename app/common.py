@@ -84,3 +84,8 @@ def flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:
             rows.append((f"{prefix}{name}", value))
     return rows
 
+
+def similarity_bar(similarity: float, width: int = 10) -> str:
+    """A 0-5 similarity as a bar of ``width`` cells."""
+    filled = round(max(0.0, min(similarity, 5.0)) / 5.0 * width)
+    return "█" * filled + "░" * (width - filled)

@@ -20,6 +20,7 @@ from app.common import (
     ModelOption,
     app,
     print_figures,
+    similarity_bar,
     user_errors,
 )
 from retrieval.cqa import predictions_from_scores
@@ -37,12 +38,6 @@ def _queries(query: str | None) -> list[str]:
     if sys.stdin.isatty():
         raise typer.BadParameter("give a QUERY, or pipe queries in, one a line")
     return [line.strip() for line in sys.stdin if line.strip()]
-
-
-def similarity_bar(similarity: float, width: int = 10) -> str:
-    """A 0-5 similarity as a bar of ``width`` cells."""
-    filled = round(max(0.0, min(similarity, 5.0)) / 5.0 * width)
-    return "█" * filled + "░" * (width - filled)
 
 
 def _results_table(query: str, results: list[SearchResult]) -> Table:
@@ -131,3 +126,15 @@ def similar(
     similarity = float(angular_similarity(np.array([cosine]))[0])
     print_figures("Similarity", {"cosine": round(cosine, 6), "similarity": round(similarity, 4)},
                   as_json)
+
+
+@app.command("tui")
+def tui(
+    index_dir: IndexOption = DEFAULT_INDEX,
+    database: DatabaseOption = None,
+    k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
+) -> None:
+    """Browse the index by meaning in a full-screen terminal app."""
+    from app.tui import SearchApp  # Textual loads only for the TUI
+
+    SearchApp(lambda: Searcher(index_dir, database), k=k).run()
