@@ -78,6 +78,8 @@ class Cursor:
 class RunState:
     step: int = 0
     cursors: dict[str, Cursor] = field(default_factory=lambda: {"pairs": Cursor(), "nli": Cursor()})
+    train_seconds: float = 0.0  # time in training steps only (not evaluation), over all resumes
+    seen_pairs: int = 0
 
 
 class BatchStream:
@@ -190,6 +192,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "step": self.state.step,
             "cursors": {k: (c.epoch, c.index) for k, c in self.state.cursors.items()},
+            "throughput": (self.state.train_seconds, self.state.seen_pairs),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": self.config.as_dict(),
@@ -210,7 +213,8 @@ class Trainer:
                              "start a new run directory or restore that config")
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()})
+        self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()},
+                              *payload.get("throughput", (0.0, 0)))
         torch.set_rng_state(payload["torch_rng"].cpu())
         if payload["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(payload["cuda_rng"])
@@ -293,7 +297,6 @@ class Trainer:
             raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume to continue it, "
                                   "or choose a new run directory")
         pairs_stream, nli_stream = self._streams()
-        train_seconds, seen_pairs = 0.0, 0  # time in training steps only, not evaluation
         columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[status]}"), TimeRemainingColumn())
         with Progress(*columns, disable=not show_progress or self.rank != 0) as progress:
@@ -310,10 +313,10 @@ class Trainer:
                 else:
                     batch: list[Pair] = [self.data.pairs[i] for i in self._local(pairs_stream.next())]
                     loss = self.step(task, [a for a, _ in batch], [b for _, b in batch])
-                    seen_pairs += len(batch) * self.world
+                    self.state.seen_pairs += len(batch) * self.world
                 self.state.step += 1
-                train_seconds += time.perf_counter() - step_started
-                rate = seen_pairs / train_seconds
+                self.state.train_seconds += time.perf_counter() - step_started
+                rate = self.state.seen_pairs / self.state.train_seconds
                 progress.update(bar, completed=self.state.step,
                                 status=f"loss {loss:.3f} · {rate:,.0f} pairs/s")
                 step = self.state.step
@@ -329,7 +332,8 @@ class Trainer:
             self.log({"step": self.state.step, "eval": final})
             model.metrics = {"config": self.config.name, "steps": self.state.step,
                              "train_pairs": len(self.data.pairs), "nli_pairs": len(self.data.nli),
-                             "pairs_per_s": seen_pairs / max(train_seconds, 1e-9),
+                             "pairs_per_s": self.state.seen_pairs / max(self.state.train_seconds, 1e-9),
+                             "train_seconds": round(self.state.train_seconds, 1),
                              "device": str(self.device), "world_size": self.world, **final}
             save_model(model, self.run_dir / "model", half_precision=training.half_precision)
         return model
