@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from indexer.manifest import DEFAULT_INDEX_DIR, IndexDirectoryError
+from indexer.manifest import IndexDirectoryError
 from indexer.store import StoreError
 from indexer.vector_index import IndexBuildError
 from retrieval.scorer import ScorerError
@@ -46,7 +46,6 @@ DatabaseOption = Annotated[
                  help="Database URL (e.g. postgresql+psycopg://user@host/db) [default: SQLite in "
                       "the index directory, or the one the index was built with]."),
 ]
-DEFAULT_INDEX = DEFAULT_INDEX_DIR
 
 USER_ERRORS = (DataError, ScorerError, ConfigError, ModelError, StoreError, IndexDirectoryError,
                IndexBuildError, SearchError)

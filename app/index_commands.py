@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from app.common import (
-    DEFAULT_INDEX,
     DatabaseOption,
     IndexOption,
     JsonOption,
@@ -21,6 +20,7 @@ from app.common import (
 )
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import check_index, index_info, repair_index
+from indexer.manifest import DEFAULT_INDEX_DIR
 from indexer.sources import OnError
 from indexer.vector_index import INDEX_TYPES
 
@@ -34,7 +34,7 @@ def index(
              ".txt (one question a line) or SemEval CQA .xml.")],
     model: Annotated[str | None, typer.Option(
         "--model", help="A model directory or pretrained:NAME [default: the index's own].")] = None,
-    index_dir: IndexOption = DEFAULT_INDEX,
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     index_type: Annotated[str, IndexType] = "flat",
     prune: Annotated[bool, typer.Option(help="Remove stored questions that are in none of the "
@@ -71,7 +71,7 @@ def index(
 
 
 @app.command("index-info")
-def index_info_command(index_dir: IndexOption = DEFAULT_INDEX, database: DatabaseOption = None,
+def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: DatabaseOption = None,
                        as_json: JsonOption = False) -> None:
     """Counts, model, index type and size on disk of an index."""
     with user_errors():
@@ -81,7 +81,7 @@ def index_info_command(index_dir: IndexOption = DEFAULT_INDEX, database: Databas
 
 @app.command("check")
 def check(
-    index_dir: IndexOption = DEFAULT_INDEX,
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     repair: Annotated[bool, typer.Option(help="Rebuild the FAISS file from the database's vectors "
                                               "(no re-embedding).")] = False,

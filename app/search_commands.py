@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 
 from app.common import (
-    DEFAULT_INDEX,
     DatabaseOption,
     IndexOption,
     JsonOption,
@@ -23,6 +22,7 @@ from app.common import (
     similarity_bar,
     user_errors,
 )
+from indexer.manifest import DEFAULT_INDEX_DIR
 from retrieval.cqa import predictions_from_scores
 from retrieval.reranker import Reranker, write_trec_run
 from retrieval.scorer import format_report, score_run
@@ -57,7 +57,7 @@ def _results_table(query: str, results: list[SearchResult]) -> Table:
 def search(
     query: Annotated[str | None, typer.Argument(help="What to look for; '-' or nothing reads "
                                                      "queries from stdin, one a line.")] = None,
-    index_dir: IndexOption = DEFAULT_INDEX,
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per query.")] = 10,
     source: Annotated[list[str] | None, typer.Option(help="Only this source (path or file "
@@ -130,7 +130,7 @@ def similar(
 
 @app.command("tui")
 def tui(
-    index_dir: IndexOption = DEFAULT_INDEX,
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
 ) -> None:

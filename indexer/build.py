@@ -30,6 +30,8 @@ from indexer.manifest import (
 from indexer.sources import OnError, SourceQuestion, read_source
 from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
 from indexer.vector_index import (
+    INDEX_TYPES,
+    IndexBuildError,
     build_index,
     choose_parameters,
     configure_search,
@@ -205,7 +207,8 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                   database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
     """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
     options = options or IndexOptions()
-    choose_parameters(options.index_type, 1 << 20, 8)  # an unknown type fails before any work
+    if options.index_type not in INDEX_TYPES:  # fail before any work
+        raise IndexBuildError(f"unknown index type {options.index_type!r} (known: {', '.join(INDEX_TYPES)})")
     with index_lock(index_dir):
         database = resolve_database(index_dir, database)
         store = Store(database)

@@ -22,6 +22,7 @@ from train.datasets import (
     DataError,
     OriginalQuestion,
     join_subject_body,
+    json_lines,
     numbered_lines,
     read_cqa_collection,
 )
@@ -81,16 +82,9 @@ def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row]:
-    for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            yield DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
-            continue
-        if not isinstance(record, dict):
-            yield DataError(path, f"expected a JSON object, got {type(record).__name__}", number)
+    for number, record in json_lines(path):
+        if isinstance(record, DataError):
+            yield record
             continue
         subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
         metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}

@@ -55,10 +55,6 @@ def _factory_key(index_type: str, parameters: dict[str, Any]) -> str:
     return f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']}"
 
 
-def gpu_count() -> int:
-    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
-
-
 def build_index(index_type: str, parameters: dict[str, Any], dim: int, ids: np.ndarray,
                 vectors: np.ndarray) -> faiss.Index:
     """A new CPU index holding ``vectors`` under ``ids``. IVF clustering runs on the GPU when
@@ -69,7 +65,7 @@ def build_index(index_type: str, parameters: dict[str, Any], dim: int, ids: np.n
         inner.hnsw.efConstruction = parameters["ef_construction"]
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None and len(vectors):
-        if gpu_count():
+        if faiss.get_num_gpus():
             ivf.clustering_index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(dim))
         index.train(_training_sample(vectors, parameters["lists"]))
     if len(vectors):

@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from indexer.directory import OpenIndex, open_index
-from indexer.store import QuestionRow, StoredQuestion
+from indexer.store import QuestionRow
 from train.encoders import SentenceEncoder
 from train.evaluation import angular_similarity
 from train.model_io import load_encoder, weights_fingerprint
@@ -128,12 +128,6 @@ class Searcher:
         except RuntimeError:
             raise SearchError(f"question {question_id} is not in the index") from None
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
-
-    def question(self, question_id: int) -> StoredQuestion:
-        found = self.index.store.fetch([question_id]).get(question_id)
-        if found is None:
-            raise SearchError(f"question {question_id} is not in the database")
-        return found
 
     def _allowed_ids(self, filters: SearchFilters) -> np.ndarray:
         with Session(self.index.store.engine) as session:

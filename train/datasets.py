@@ -438,16 +438,27 @@ def read_cqa_collection(path: Path) -> Iterator[OriginalQuestion | RelatedQuesti
                                    _child_text(element, "OrgQBody"))
 
 
-def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
+    """(line number, object) of each non-blank line of a JSON Lines file; a line that is not a
+    JSON object comes as a ``DataError`` value, so that a caller may skip it or raise it."""
     for number, line in numbered_lines(path):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise DataError(path, f"invalid JSON: {err.msg}", number) from None
+            yield number, DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
+            continue
         if not isinstance(record, dict):
-            raise DataError(path, f"expected a JSON object, got {type(record).__name__}", number)
+            yield number, DataError(path, f"expected a JSON object, got {type(record).__name__}", number)
+            continue
+        yield number, record
+
+
+def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, record in json_lines(path):
+        if isinstance(record, DataError):
+            raise record
         yield number, record
 
 
