@@ -50,6 +50,9 @@ def _load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
     if path.stat().st_size != manifest.faiss_bytes:
         raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
                                   f"{manifest.faiss_bytes} (truncated or damaged); rebuild it with `{hint}`")
+    if file_digest(path) != manifest.faiss_sha256:
+        raise IndexDirectoryError(f"{path}: its sha256 differs from the manifest's (damaged on "
+                                  f"disk); rebuild it from the database with `{hint}`")
     try:
         index = read_index(path)
     except RuntimeError as err:

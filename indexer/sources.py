@@ -61,8 +61,10 @@ Row = SourceQuestion | DataError
 
 
 def clean_text(value: Any) -> str:
-    """Text with control characters removed (they break terminals and some databases)."""
-    return _CONTROL.sub("", "" if value is None else str(value))
+    """Text with control characters removed (they break terminals and some databases) and line
+    endings made ``\n`` (a CSV field's CRLF and a JSON string's must read the same)."""
+    text = "" if value is None else str(value)
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def normalize_id(value: Any) -> str:

@@ -9,7 +9,9 @@ transaction that changes vectors, tells whether a FAISS file is up to date.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,9 +130,31 @@ def _sqlite_pragmas(engine: Engine) -> None:
         cursor.close()
 
 
+LOCK_TIMEOUT_ENV_VAR = "ASKALIKE_DB_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+
+
+def lock_timeout_s() -> float:
+    """How long a write waits for a lock another writer holds (``ASKALIKE_DB_TIMEOUT``)."""
+    value = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "")
+    try:
+        seconds = float(value) if value else DEFAULT_LOCK_TIMEOUT_S
+    except ValueError:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds") from None
+    if seconds < 0:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: must not be negative")
+    return seconds
+
+
+def _is_lock_timeout(err: OperationalError) -> bool:
+    text = str(err.orig).lower()
+    return "database is locked" in text or "lock timeout" in text or "busy" in text
+
+
 class Store:
-    def __init__(self, url: str, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, busy_timeout_s: float | None = None) -> None:
         self.url = url
+        self.busy_timeout_s = lock_timeout_s() if busy_timeout_s is None else busy_timeout_s
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -138,7 +162,10 @@ class Store:
         sqlite = parsed.get_backend_name() == "sqlite"
         if sqlite and parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        connect_args = {"timeout": busy_timeout_s} if sqlite else {"connect_timeout": 10}
+        # both wait (retrying) up to the bound for a lock another writer holds, then fail
+        connect_args: dict[str, Any] = (
+            {"timeout": self.busy_timeout_s} if sqlite
+            else {"connect_timeout": 10, "options": f"-c lock_timeout={int(self.busy_timeout_s * 1000)}"})
         try:
             self.engine = create_engine(url, connect_args=connect_args)
         except (ArgumentError, ImportError) as err:
@@ -147,7 +174,7 @@ class Store:
             _sqlite_pragmas(self.engine)
         try:
             Base.metadata.create_all(self.engine)
-            with Session(self.engine) as session, session.begin():
+            with self._transaction() as session:
                 version = session.get(Setting, "schema_version")
                 if version is None:
                     session.add(Setting(key="schema_version", value=SCHEMA_VERSION))
@@ -159,6 +186,23 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        """A write transaction: committed whole or rolled back whole. A lock held by another
+        writer past the bound, or a full disk, becomes a StoreError that says so."""
+        try:
+            with Session(self.engine) as session, session.begin():
+                yield session
+        except OperationalError as err:
+            where = masked_url(self.url)
+            if _is_lock_timeout(err):
+                raise StoreError(
+                    f"{where}: another program holds a write lock on the database; gave up after "
+                    f"{self.busy_timeout_s:g} s (set {LOCK_TIMEOUT_ENV_VAR} to wait longer); "
+                    "this transaction was rolled back, earlier ones are kept") from None
+            raise StoreError(f"{where}: {err.orig} (this transaction was rolled back, earlier "
+                             "ones are kept)") from None
 
     # ------------------------------------------------------------------ settings
 
@@ -173,7 +217,7 @@ class Store:
 
     def bind_encoder(self, identity: EncoderIdentity) -> None:
         """Record the encoder of the vectors; refuse one that differs from the recorded one."""
-        with Session(self.engine) as session, session.begin():
+        with self._transaction() as session:
             value = self._setting(session, "encoder")
             if value is None:
                 session.add(Setting(key="encoder", value=json.dumps(identity.__dict__)))
@@ -262,7 +306,7 @@ class Store:
                                 "external_id": question.external_id, "created_at": now})
             else:
                 updates.append({**values(question, vector), "id": row_id})
-        with Session(self.engine) as session, session.begin():
+        with self._transaction() as session:
             inserted: list[int] = []
             if inserts:
                 inserted = list(session.scalars(insert(QuestionRow).returning(
@@ -278,7 +322,7 @@ class Store:
         rows = [{"id": row_id, "subject": q.subject, "body": q.body, "meta": q.metadata,
                  "updated_at": now} for row_id, q in changes]
         if rows:
-            with Session(self.engine) as session, session.begin():
+            with self._transaction() as session:
                 session.execute(update(QuestionRow), rows)
         return len(rows)
 
@@ -286,7 +330,7 @@ class Store:
         """Remove questions (and their vectors) in one transaction."""
         if not ids:
             return 0
-        with Session(self.engine) as session, session.begin():
+        with self._transaction() as session:
             for start in range(0, len(ids), 10_000):
                 session.execute(delete(QuestionRow).where(
                     QuestionRow.id.in_(list(ids[start : start + 10_000]))))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,13 @@ def write_index(index: faiss.Index, path: Path) -> str:
             os.fsync(handle.fileno())
         digest = file_digest(temporary)
         os.replace(temporary, path)
+    except (RuntimeError, OSError) as err:
+        # FAISS reports a failed write (a full disk, a file size limit) as a RuntimeError
+        # whose last parenthesis holds the system's reason
+        reason = re.findall(r"\(([^()]*)\)", str(err)) or [str(err).splitlines()[0]]
+        raise IndexBuildError(f"{path}: cannot write the index file ({reason[-1]}); the previous "
+                              "index is kept and the database holds every committed question: free "
+                              "some space and run the same command again") from None
     finally:
         temporary.unlink(missing_ok=True)
     return digest

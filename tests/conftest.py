@@ -4,6 +4,8 @@ import pytest
 
 from train.datasets import DataError, resolve_data_dir
 
+pytest_plugins = ["reliability_report"]
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

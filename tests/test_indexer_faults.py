@@ -74,6 +74,10 @@ def collection_variants() -> list[tuple[int | None, float]]:
     return by_rows + by_time
 
 
+@pytest.mark.reliability("kill -9 during `askalike index` adding 1,500 questions to 1,500 "
+                         "(mid-embedding at a stored-row count, or after a delay)",
+                         "committed batches kept, the previous index opens and answers; the re-run "
+                         "ends with the same rows and vector bytes as an uninterrupted run")
 @pytest.mark.parametrize(("rows", "delay"), collection_variants())
 def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay):
     directory, half, source, expected = clean_run

@@ -32,6 +32,22 @@ def test_cse_margin_value_matches_the_formula():
     assert float(cse_margin_loss(s1, s2, 0.5)) == pytest.approx(1.4)
 
 
+def test_cse_summed_negatives_match_a_loop_over_every_wrong_pair():
+    torch.manual_seed(1)
+    s1, s2 = torch.randn(4, 3), torch.randn(4, 3)
+    cos = torch.nn.functional.cosine_similarity
+    expected = 0.0
+    for i in range(4):
+        positive = cos(s1[i], s2[i], dim=0)
+        for j in range(4):
+            if j != i:
+                expected += max(0.0, float(0.3 - positive + cos(s1[i], s2[j], dim=0)))
+                expected += max(0.0, float(0.3 - positive + cos(s2[i], s1[j], dim=0)))
+    assert float(cse_margin_loss(s1, s2, 0.3, hardest=False)) == pytest.approx(expected / 4, rel=1e-5)
+    # the hardest-negative loss is bounded by the sum over all negatives
+    assert float(cse_margin_loss(s1, s2, 0.3)) <= float(cse_margin_loss(s1, s2, 0.3, hardest=False))
+
+
 def test_response_loss_prefers_matching_pairs():
     torch.manual_seed(0)
     head = ResponseSelectionHead(4)
@@ -59,3 +75,12 @@ def test_embedding_pull_counts_only_batch_rows():
         embedding.weight[3] += 1.0
         assert float(embedding_pull(embedding, initial, torch.tensor([0, 1]), 1.0)) == 0.0
         assert float(embedding_pull(embedding, initial, torch.tensor([3, 3]), 0.5)) == pytest.approx(1.0)
+
+
+def test_embedding_pull_gives_sparse_gradients_to_sparse_embeddings():
+    embedding = torch.nn.Embedding(10, 2, sparse=True)
+    initial = embedding.weight.detach().clone() - 1.0
+    embedding_pull(embedding, initial, torch.tensor([2, 7, 2]), 1.0).backward()
+    gradient = embedding.weight.grad
+    assert gradient.is_sparse
+    assert sorted(gradient.coalesce().indices()[0].tolist()) == [2, 7]

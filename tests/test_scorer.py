@@ -110,6 +110,8 @@ def _run_from(relevance: list[list[bool]], scores: list[list[float]] | None = No
     return gold, predictions
 
 
+@pytest.mark.reliability("scorer on random runs (hypothesis): original questions shuffled",
+                         "MAP and MRR unchanged")
 @given(relevance_lists, st.randoms())
 def test_map_is_invariant_to_question_order(relevance, rnd):
     gold, predictions = _run_from(relevance)
@@ -123,6 +125,8 @@ def test_map_is_invariant_to_question_order(relevance, rnd):
     assert reordered.mrr == pytest.approx(original.mrr)
 
 
+@pytest.mark.reliability("scorer on random runs (hypothesis): a perfect ranking",
+                         "the maximum MAP (1 per question with a relevant candidate)")
 @given(relevance_lists)
 def test_perfect_ranking_gets_the_maximum(relevance):
     perfect_scores = [[1.0 if rel else 0.0 for rel in labels] for labels in relevance]
@@ -134,6 +138,8 @@ def test_perfect_ranking_gets_the_maximum(relevance):
     assert report.avgrec == pytest.approx(1.0) or with_relevant == 0
 
 
+@pytest.mark.reliability("scorer on random runs (hypothesis): any scores",
+                         "MAP never above the perfect ranking's")
 @given(relevance_lists, st.data())
 def test_map_is_bounded_by_perfect(relevance, data):
     scores = [data.draw(st.lists(st.floats(-1, 1), min_size=len(labels), max_size=len(labels)))

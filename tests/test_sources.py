@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import pytest
 from conftest import write_bytes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from indexer.sources import OnError, read_source
+from indexer.sources import OnError, clean_text, read_source
 from train.datasets import DataError
 
 
@@ -115,3 +118,28 @@ def test_control_characters_are_removed_and_big_questions_kept(tmp_path):
     path = write_bytes(tmp_path / "q.jsonl", json.dumps(record).encode() + b"\n")
     (question,) = read(path)[0]
     assert question.subject == "bell and nul" and len(question.body) == 1_000_000
+
+
+# any text that stays a question after control characters are dropped
+question_text = st.text().filter(lambda text: clean_text(text).strip() != "")
+
+
+@pytest.mark.reliability("any Unicode questions (hypothesis) written as JSON Lines, CSV and TSV",
+                         "read back exactly: control characters dropped, line endings made \\n, ids kept")
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(question_text, st.text()), min_size=1, max_size=8),
+       suffix=st.sampled_from([".jsonl", ".csv", ".tsv"]))
+def test_readers_round_trip_any_text(tmp_path, records, suffix):
+    path = tmp_path / f"questions{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps({"id": i, "subject": s, "body": b}) + "\n"
+                                for i, (s, b) in enumerate(records)), encoding="utf-8")
+    else:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, delimiter="," if suffix == ".csv" else "\t")
+            writer.writerow(["id", "subject", "body"])
+            writer.writerows([i, s, b] for i, (s, b) in enumerate(records))
+    questions, problems = read(path)
+    assert not problems
+    assert [(q.external_id, q.subject, q.body) for q in questions] == [
+        (str(i), clean_text(s), clean_text(b)) for i, (s, b) in enumerate(records)]

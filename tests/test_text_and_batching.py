@@ -1,5 +1,6 @@
 """Tokenizer, vocabulary and duplicate-free batching."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,3 +49,24 @@ def test_batches_are_seeded():
     assert unique_text_batches(pairs, 10, 1) == unique_text_batches(pairs, 10, 1)
     assert unique_text_batches(pairs, 10, 1) != unique_text_batches(pairs, 10, 2)
     assert unique_text_batches([("Same text", "same  TEXT")], 4, 0) == []
+
+
+@pytest.mark.reliability("any Unicode text (hypothesis) through the tokenizer and vocabulary",
+                         "tokens are non-empty, lowercase-stable and whitespace-free; re-tokenizing "
+                         "is a no-op; every id is inside the vocabulary; never an exception")
+@given(st.lists(st.text(), min_size=1, max_size=5))
+def test_tokenizer_and_vocabulary_take_any_text(texts):
+    for text in texts:
+        tokens = tokenize(text)
+        assert all(token and not any(c.isspace() for c in token) for token in tokens)
+        assert tokenize(" ".join(tokens)) == tokens
+    batch = PROPERTY_VOCABULARY.encode(texts, max_length=16)
+    assert batch["words"].shape[0] == len(texts) and batch["words"].shape[1] <= 16
+    assert int(batch["words"].max()) < PROPERTY_VOCABULARY.word_count
+    assert bool((batch["words"][:, 0] != 0).all())  # an empty text still embeds (as <empty>)
+    if batch["bigrams"].numel():
+        assert int(batch["bigrams"].max()) < PROPERTY_VOCABULARY.bigram_count
+
+
+PROPERTY_VOCABULARY = Vocabulary.build(["the visa office", "a cheap car in doha"], max_size=50,
+                                       min_count=1, oov_buckets=7, bigram_buckets=11)

@@ -50,6 +50,8 @@ class TrainingConfig:
     nli_batch_size: int = 64
     margin: float = 0.5  # CSE margin delta
     embedding_pull: float = 0.0  # CSE L2 pull of word embeddings to their initial values
+    hard_negative_after: int = 0  # CSE: steps of hinges summed over all negatives before the hardest
+    sparse_embeddings: bool = False  # sparse gradients + SparseAdam for the embedding tables
     max_grad_norm: float = 5.0
     eval_every: int = 500
     eval_pairs: int = 1000  # held-out pairs scored for P@N during training
@@ -90,6 +92,8 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
         raise ConfigError(f"{where}: unknown model kind {config.model.kind!r}")
     if config.training.objective not in ("response", "cse"):
         raise ConfigError(f"{where}: unknown objective {config.training.objective!r}")
+    if config.training.sparse_embeddings and config.model.kind == "pretrained":
+        raise ConfigError(f"{where}: sparse_embeddings applies to encoders trained from scratch")
     return config
 
 

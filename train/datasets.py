@@ -58,18 +58,24 @@ def _open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
+UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 file, gzip by suffix.
 
     Lines are decoded one at a time so that invalid bytes are reported at their own line;
-    CRLF endings (SICK) are stripped like LF.
+    CRLF endings (SICK) are stripped like LF, and a UTF-8 byte order mark is dropped.
     """
     with _open_binary(path) as handle:
         number = 0
         try:
             for number, raw in enumerate(handle, start=1):
+                if number == 1 and raw.startswith(UTF16_MARKS):
+                    raise DataError(path, "UTF-16 text; askalike reads UTF-8: convert the file first "
+                                    "(e.g. iconv -f UTF-16 -t UTF-8)", number)
                 try:
-                    text = raw.decode("utf-8")
+                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as err:
                     raise DataError(path, f"not valid UTF-8 at byte {err.start} of the line",
                                     number) from None

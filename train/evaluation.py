@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr, spearmanr
 
+from train.batching import text_key
 from train.datasets import (
     NLI_LABELS,
     NliPair,
@@ -142,14 +143,28 @@ def response_scores(model: TrainedModel, inputs: Sequence[str],
 
 
 def response_precision(model: TrainedModel, pairs: Sequence[tuple[str, str]], group: int = 100,
-                       ks: Sequence[int] = (1, 3, 10)) -> dict[str, float]:
-    """Yang et al. Table 1: P@k of the true response among ``group`` candidates (1 true, the
-    rest the other responses of its group of held-out pairs)."""
+                       ks: Sequence[int] = (1, 3, 10), seed: int = 0) -> dict[str, float]:
+    """Yang et al. Table 1: P@k of the true response among ``group`` candidates, 1 true and the
+    rest random other held-out responses.
+
+    The pairs are shuffled (seeded) before grouping: held-out pairs are consecutive turns, so
+    unshuffled, the previous pair's response is this pair's input and a cosine model would
+    rank it first every time. For the same reason a candidate whose text equals the input or
+    the true response does not count against it.
+    """
+    order = np.random.default_rng(seed).permutation(len(pairs))
     hits = dict.fromkeys(ks, 0)
     total = 0
     for start in range(0, len(pairs) - group + 1, group):
-        chunk = pairs[start : start + group]
-        scores = response_scores(model, [a for a, _ in chunk], [b for _, b in chunk])
+        chunk = [pairs[i] for i in order[start : start + group]]
+        inputs, responses = [a for a, _ in chunk], [b for _, b in chunk]
+        scores = response_scores(model, inputs, responses)
+        input_keys = np.array([text_key(a) for a in inputs])
+        response_keys = np.array([text_key(b) for b in responses])
+        same_text = ((response_keys[None, :] == input_keys[:, None])
+                     | (response_keys[None, :] == response_keys[:, None]))
+        np.fill_diagonal(same_text, False)
+        scores[same_text] = -np.inf
         true_scores = scores.diagonal()[:, None]
         ranks = (scores > true_scores).sum(axis=1) + 1
         for k in ks:

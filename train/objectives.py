@@ -92,9 +92,16 @@ def hardest_negatives(similarity: torch.Tensor, positives: torch.Tensor) -> torc
     return masked.argmax(dim=1)
 
 
-def cse_margin_loss(sources: torch.Tensor, targets: torch.Tensor, margin: float) -> torch.Tensor:
+def cse_margin_loss(sources: torch.Tensor, targets: torch.Tensor, margin: float,
+                    hardest: bool = True) -> torch.Tensor:
     """Jiao et al. eq. 3 for this worker's pairs, negatives drawn from the global batch: each
-    source against its hardest wrong target, each target against its hardest wrong source."""
+    source against its hardest wrong target, each target against its hardest wrong source.
+
+    With ``hardest=False`` the hinge is summed over every wrong pair instead (Faghri et al.'s
+    VSE0). Hardest negatives from random initial embeddings collapse training (all sentences
+    map to nearly one point, where every hinge equals the margin); a warm-up on the sum first
+    spreads the embeddings out, as VSE++ does.
+    """
     all_sources = F.normalize(gather_batch(sources), dim=-1)
     all_targets = F.normalize(gather_batch(targets), dim=-1)
     local = torch.arange(sources.shape[0], device=sources.device)
@@ -102,13 +109,22 @@ def cse_margin_loss(sources: torch.Tensor, targets: torch.Tensor, margin: float)
     source_vs_targets = F.normalize(sources, dim=-1) @ all_targets.T
     target_vs_sources = F.normalize(targets, dim=-1) @ all_sources.T
     positive = source_vs_targets[local, positions]
-    wrong_target = source_vs_targets[local, hardest_negatives(source_vs_targets, positions)]
-    wrong_source = target_vs_sources[local, hardest_negatives(target_vs_sources, positions)]
-    return (F.relu(margin - positive + wrong_target) + F.relu(margin - positive + wrong_source)).mean()
+    if hardest:
+        wrong_target = source_vs_targets[local, hardest_negatives(source_vs_targets, positions)]
+        wrong_source = target_vs_sources[local, hardest_negatives(target_vs_sources, positions)]
+        return (F.relu(margin - positive + wrong_target)
+                + F.relu(margin - positive + wrong_source)).mean()
+    wrong = torch.ones_like(source_vs_targets, dtype=torch.bool)
+    wrong[local, positions] = False
+    hinges = (F.relu(margin - positive.unsqueeze(1) + source_vs_targets)
+              + F.relu(margin - positive.unsqueeze(1) + target_vs_sources))
+    return (hinges * wrong).sum(dim=1).mean()
 
 
 def embedding_pull(embedding: nn.Embedding, initial: torch.Tensor, ids: torch.Tensor,
                    weight: float) -> torch.Tensor:
-    """L2 distance of the rows used in this batch from their initial values (Jiao et al. 3.2)."""
+    """L2 distance of the rows used in this batch from their initial values (Jiao et al. 3.2).
+    Looked up like the encoder looks them up, so sparse embeddings get sparse gradients."""
     rows = ids.unique()
-    return weight * (embedding.weight[rows] - initial[rows]).pow(2).sum()
+    current = F.embedding(rows, embedding.weight, sparse=embedding.sparse)
+    return weight * (current - initial[rows]).pow(2).sum()

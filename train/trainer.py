@@ -48,7 +48,7 @@ class TrainingModel(nn.Module):
             self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
 
     def forward(self, task: str, first: list[str], second: list[str],
-                labels: torch.Tensor | None = None) -> torch.Tensor:
+                labels: torch.Tensor | None = None, hardest: bool = True) -> torch.Tensor:
         a, b = self.encoder.embed(first), self.encoder.embed(second)
         if task == "nli":
             assert self.nli_head is not None and labels is not None
@@ -56,7 +56,7 @@ class TrainingModel(nn.Module):
         if task == "response":
             assert self.response_head is not None
             return self.response_head.loss(a, b)
-        loss = cse_margin_loss(a, b, self.margin)
+        loss = cse_margin_loss(a, b, self.margin, hardest)
         if self.initial_embeddings is not None:
             assert isinstance(self.encoder, VocabularyEncoder)
             ids = torch.cat([self.encoder.tokenize(first)["words"].flatten(),
@@ -148,6 +148,21 @@ def load_glove(encoder: VocabularyEncoder, path: Path) -> int:
     return found
 
 
+def make_optimizers(model: nn.Module, learning_rate: float,
+                    sparse_embeddings: bool) -> list[torch.optim.Optimizer]:
+    """Adam, or with ``sparse_embeddings`` SparseAdam for the embedding tables and Adam for the
+    rest: dense Adam touches every row of a 100k-word table each step, which dominates a DAN
+    step on a CPU (about 16x slower measured on a 300k-row DAN)."""
+    if not sparse_embeddings:
+        return [torch.optim.Adam(model.parameters(), lr=learning_rate)]
+    tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    for table in tables:
+        table.sparse = True
+    sparse_ids = {id(table.weight) for table in tables}
+    return [torch.optim.SparseAdam([t.weight for t in tables], lr=learning_rate),
+            torch.optim.Adam([p for p in model.parameters() if id(p) not in sparse_ids], lr=learning_rate)]
+
+
 def _resumable(config: dict[str, Any]) -> dict[str, Any]:
     """What must match to resume a run: everything but the step count (runs may be extended)."""
     return {**config, "training": {k: v for k, v in config["training"].items() if k != "steps"}}
@@ -175,7 +190,7 @@ class Trainer:
         response_head = ResponseSelectionHead(encoder.dim) if training.objective == "response" else None
         self.model = TrainingModel(encoder, response_head, nli_head,
                                    training.margin, training.embedding_pull).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=training.learning_rate)
+        self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
             # the NLI head sits idle on response steps and vice versa
@@ -189,7 +204,7 @@ class Trainer:
             return
         payload = {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
             "step": self.state.step,
             "cursors": {k: (c.epoch, c.index) for k, c in self.state.cursors.items()},
             "throughput": (self.state.train_seconds, self.state.seen_pairs),
@@ -212,7 +227,8 @@ class Trainer:
             raise ValueError(f"{self.checkpoint_path} was written by a different config; "
                              "start a new run directory or restore that config")
         self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        for optimizer, state in zip(self.optimizers, payload["optimizers"], strict=True):
+            optimizer.load_state_dict(state)
         self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()},
                               *payload.get("throughput", (0.0, 0)))
         torch.set_rng_state(payload["torch_rng"].cpu())
@@ -245,12 +261,17 @@ class Trainer:
              labels: torch.Tensor | None = None) -> float:
         """One optimiser step on this worker's share of a global batch."""
         self.model.train()
+        hardest = self.state.step >= self.config.training.hard_negative_after
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-            loss = self.wrapped(task, first, second, labels)
-        self.optimizer.zero_grad()
+            loss = self.wrapped(task, first, second, labels, hardest)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.training.max_grad_norm)
-        self.optimizer.step()
+        # sparse gradients are left out of clipping (its norm does not take them)
+        dense = [p for p in self.model.parameters() if p.grad is not None and not p.grad.is_sparse]
+        nn.utils.clip_grad_norm_(dense, self.config.training.max_grad_norm)
+        for optimizer in self.optimizers:
+            optimizer.step()
         return float(loss.detach())
 
     def _streams(self) -> tuple[BatchStream, BatchStream | None]:
