@@ -1,0 +1,121 @@
+"""What every benchmark shares: the questions it runs on, the machine it ran on, and the
+report (docs/benchmarks.md) whose sections each script rewrites with its own table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from train.datasets import read_conversations, read_cqa_collection, resolve_data_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "docs" / "benchmarks.md"
+# training-side CQA files (never the test sets), the first source of real questions
+QUESTION_FILES = (
+    "semeval-cqa/SemEval2016-Task3-CQA-QL-train-part1-subtaskB-reconstructed.xml",
+    "semeval-cqa/SemEval2016-Task3-CQA-QL-train-part2.xml",
+    "semeval-cqa/SemEval2016-Task3-CQA-QL-dev.xml",
+    "semeval-cqa/extra-2015-reformatted/SemEval2015-Task3-CQA-QL-train-reformatted-excluding-2016-questions-cleansed.xml",
+    "semeval-cqa/extra-2015-reformatted/SemEval2015-Task3-CQA-QL-dev-reformatted-excluding-2016-questions-cleansed.xml",
+)
+# then questions people asked in conversations (turns ending in "?")
+CONVERSATION_FILES = ("reddit_2015", "self_dialogue", "dailydialog", "chitchat")
+
+
+def _questions(data_dir: Path) -> Iterator[str]:
+    for relative in QUESTION_FILES:
+        for question in read_cqa_collection(data_dir / relative):
+            yield question.text
+    for stem in CONVERSATION_FILES:
+        for pair in read_conversations(data_dir / "conversations" / f"{stem}.tsv.gz"):
+            if pair.input.rstrip().endswith("?"):
+                yield pair.input
+
+
+def real_questions(count: int, data_dir: Path | None = None) -> list[str]:
+    """``count`` distinct real questions: every Qatar Living question of the CQA training and dev
+    files (subject + body), then questions from conversation turns."""
+    seen: dict[str, None] = {}
+    for text in _questions(data_dir or resolve_data_dir()):
+        if text.strip():
+            seen.setdefault(text, None)
+            if len(seen) == count:
+                return list(seen)
+    raise SystemExit(f"only {len(seen)} distinct questions found, {count} asked")
+
+
+def varied_questions(count: int, data_dir: Path | None = None) -> list[str]:
+    """``count`` questions for the large sizes: the real ones, then each again with a variation
+    (a numbered suffix and a word dropped in turn), so that every text is distinct."""
+    base = real_questions(10_000, data_dir)
+    result = base[:count]
+    round_ = 1
+    while len(result) < count:
+        for text in base:
+            words = text.split()
+            drop = round_ % max(len(words), 1)
+            result.append(" ".join(words[:drop] + words[drop + 1 :]) + f" (#{round_})")
+            if len(result) == count:
+                break
+        round_ += 1
+    return result
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def memory_gib() -> float:
+    try:
+        match = re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text())
+        return int(match.group(1)) / 2**20 if match else 0.0
+    except OSError:
+        return 0.0
+
+
+def versions(packages: Sequence[str]) -> str:
+    found = []
+    for name in packages:
+        with contextlib.suppress(PackageNotFoundError):
+            found.append(f"{name} {version(name)}")
+    return ", ".join(found)
+
+
+def machine() -> str:
+    return (f"{cpu_name()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB RAM; "
+            f"Python {platform.python_version()}; "
+            + versions(["torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers", "transformers",
+                        "numpy", "sqlalchemy"]))
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_section(name: str, title: str, command: str, body: str) -> None:
+    """Replace (or append) one section of docs/benchmarks.md, stamped with machine and date."""
+    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+    section = (f"{start}\n## {title}\n\nMeasured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.\n"
+               f"Rerun: `{command}`\n\n{body}\n{end}")
+    REPORT.parent.mkdir(exist_ok=True)
+    text = REPORT.read_text() if REPORT.exists() else (
+        "# Benchmarks\n\nEach section is written by the script named in it (`bench/`); rerun it to "
+        "refresh the figures. Ratios compare runs in the same process on the same machine.\n")
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    REPORT.write_text(text + ("" if text.endswith("\n") else "\n"))
+    print(section)
