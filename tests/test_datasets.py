@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from train.corpus import labelled_cqa_pairs
 from train.datasets import (
     CQA_SPLITS,
     DataError,
@@ -307,3 +308,11 @@ def test_split_gold_mismatch_is_reported(tmp_path: Path):
     (tmp_path / files.gold).write_text("Q1\tQ1_R9\t9\t0.11\ttrue\n")
     with pytest.raises(DataError, match="Q1_R9 is not in the dev2016 questions"):
         load_cqa_split(tmp_path, "dev2016")
+
+
+def test_labelled_cqa_pairs_are_the_train_splits_relevant_pairs(data_dir):
+    pairs = labelled_cqa_pairs(data_dir)
+    assert len(pairs) == 1083  # PerfectMatch + Relevant in train part 1 and part 2
+    held_out = {q.text for name in ("dev2016", "test2016", "test2017")
+                for q in load_cqa_split(data_dir, name).questions}
+    assert not {original for original, _ in pairs} & held_out

@@ -38,6 +38,8 @@ class DataConfig:
     max_pairs_per_file: int = 0  # 0: all
     qatar_living: list[str] = field(default_factory=lambda: list(QATAR_LIVING_FILES))
     nli: list[str] = field(default_factory=list)  # stems under nli/, or "sick_train"
+    # copies of the CQA train split's labelled (original, relevant related question) pairs
+    labelled_cqa_copies: int = 0
 
 
 @dataclass

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from train.config import DataConfig
-from train.datasets import NliPair, read_conversations, read_cqa_threads, read_nli, read_sick
+from train.datasets import (
+    NliPair,
+    load_cqa_split,
+    read_conversations,
+    read_cqa_threads,
+    read_nli,
+    read_sick,
+)
 
 Pair = tuple[str, str]
 HELDOUT_PER_FILE = 500  # the last pairs of each conversation file: never trained on, scored for P@N
@@ -39,6 +46,14 @@ def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
     return pairs
 
 
+def labelled_cqa_pairs(data_dir: Path) -> list[Pair]:
+    """(original question, related question) for every related question labelled PerfectMatch
+    or Relevant in the CQA train split (train part 1 and part 2; never dev or test)."""
+    split = load_cqa_split(data_dir, "train")
+    return [(original.text, related.text) for original in split.questions
+            for related in original.related if related.relevant and related.text.strip()]
+
+
 def nli_pairs(data_dir: Path, names: list[str]) -> list[NliPair]:
     result: list[NliPair] = []
     for name in names:
@@ -61,4 +76,6 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
         pairs += train
         heldout += held
     pairs += qatar_living_pairs(data_dir, config.qatar_living)
+    if config.labelled_cqa_copies:
+        pairs += labelled_cqa_pairs(data_dir) * config.labelled_cqa_copies
     return TrainingData(pairs, heldout, nli_pairs(data_dir, config.nli))
