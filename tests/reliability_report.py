@@ -65,7 +65,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         "# Reliability: faults and bad input tried, and what was lost",
         "",
         "Generated from the test outcomes by "
-        "`.venv/bin/python -m pytest -m reliability --reliability-report docs/reliability.md` "
+        "`.venv/bin/python -m pytest -m reliability --reliability-report=docs/reliability.md` "
         f"(commit {commit}, {datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}). Every row is an automated test that runs in CI; "
         "*Lost* says `nothing` only when each of its runs passed, and each run asserts that the "

@@ -1,7 +1,7 @@
 """Reliability: bad input, faults and concurrent use never lose data.
 
 Each test is marked ``reliability`` and becomes a row of docs/reliability.md
-(``python -m pytest -m reliability --reliability-report docs/reliability.md``).
+(``python -m pytest -m reliability --reliability-report=docs/reliability.md``).
 """
 
 from __future__ import annotations
