@@ -49,10 +49,11 @@ def _load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
         raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
     if path.stat().st_size != manifest.faiss_bytes:
         raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
-                                  f"{manifest.faiss_bytes} (truncated or damaged); rebuild it with `{hint}`")
+                                  f"{manifest.faiss_bytes} (truncated or damaged, so its checksum cannot "
+                                  f"match); rebuild it with `{hint}`")
     if file_digest(path) != manifest.faiss_sha256:
-        raise IndexDirectoryError(f"{path}: its sha256 differs from the manifest's (damaged on "
-                                  f"disk); rebuild it from the database with `{hint}`")
+        raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
+                                  f"(damaged on disk); rebuild it from the database with `{hint}`")
     try:
         index = read_index(path)
     except RuntimeError as err:
@@ -133,12 +134,8 @@ def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
             report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
                                    f"database is at {store.generation()} (an index run was "
                                    "interrupted)")
-        path = index_dir / manifest.faiss_file
-        if path.is_file() and file_digest(path) != manifest.faiss_sha256:
-            report.problems.append(f"{path}: checksum differs from the manifest's (damaged file)")
-            return report
         try:
-            index = _load_faiss(index_dir, manifest)
+            index = _load_faiss(index_dir, manifest)  # verifies size and checksum
         except IndexDirectoryError as err:
             report.problems.append(str(err))
             return report

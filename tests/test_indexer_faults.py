@@ -53,6 +53,18 @@ def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay
     process.wait()
 
 
+def answering_index_size(index_dir: Path) -> int:
+    """Open the index as a search does, check that it finds a stored question's vector, and
+    return how many vectors it holds."""
+    opened = open_index(index_dir)
+    try:
+        probe = opened.faiss.reconstruct(int(opened.store.ids()[0]))
+        assert opened.faiss.search(probe[None], 1)[1][0][0] >= 0
+        return int(opened.faiss.ntotal)
+    finally:
+        opened.close()
+
+
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory, tiny_model):
     """The reference: half the collection indexed, then all of it, with no interruption."""
@@ -91,13 +103,8 @@ def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay
     if rows is not None:  # killed mid-embedding, with part of the new questions committed
         assert rows <= stored_count(database) < QUESTIONS
 
-    opened = open_index(index_dir)  # the previous (or the finished) index still opens and answers
-    try:
-        assert opened.faiss.ntotal in (QUESTIONS // 2, QUESTIONS)
-        first = opened.faiss.reconstruct(int(opened.store.ids()[0]))
-        assert opened.faiss.search(first[None], 1)[1][0][0] >= 0
-    finally:
-        opened.close()
+    # the previous (or the finished) index still opens and answers
+    assert answering_index_size(index_dir) in (QUESTIONS // 2, QUESTIONS)
 
     run_index(*index_command(source, index_dir, tiny_model, "--prune"))
     assert stored_state(index_dir, f"sqlite:///{database}") == expected
