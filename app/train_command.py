@@ -20,6 +20,8 @@ def train(
     steps: Annotated[int | None, typer.Option(min=1, help="Train this many steps instead of the "
                                               "config's (a shorter run, or a longer one with "
                                               "--resume).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed instead of the config's (to measure the "
+                                             "variance over seeds).")] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
@@ -29,6 +31,8 @@ def train(
         parsed = load_config(config)
         if steps is not None:
             parsed.training.steps = steps
+        if seed is not None:
+            parsed.seed = seed
         directory = run_dir or Path("runs") / parsed.name
         try:
             Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)

@@ -6,6 +6,7 @@ import torch
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
+    cosine_regression_loss,
     cse_margin_loss,
     embedding_pull,
     hardest_negatives,
@@ -84,3 +85,19 @@ def test_embedding_pull_gives_sparse_gradients_to_sparse_embeddings():
     gradient = embedding.weight.grad
     assert gradient.is_sparse
     assert sorted(gradient.coalesce().indices()[0].tolist()) == [2, 7]
+
+
+def test_residual_response_head_starts_from_the_encoders_dot_products():
+    torch.manual_seed(0)
+    inputs, responses = torch.randn(5, 6), torch.randn(5, 6)
+    head = ResponseSelectionHead(6, residual=True)
+    assert torch.allclose(head.scores(inputs, responses), inputs @ responses.T)
+    assert not torch.allclose(ResponseSelectionHead(6).scores(inputs, responses), inputs @ responses.T)
+
+
+def test_cosine_regression_loss_matches_the_formula():
+    first = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    second = torch.tensor([[0.0, 2.0], [2.0, 2.0]])
+    # cosines 0 and 1 against gold 0.4 and 0.8
+    expected = ((0 - 0.4) ** 2 + (1 - 0.8) ** 2) / 2
+    assert float(cosine_regression_loss(first, second, torch.tensor([0.4, 0.8]))) == pytest.approx(expected)

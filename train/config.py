@@ -40,6 +40,11 @@ class DataConfig:
     nli: list[str] = field(default_factory=list)  # stems under nli/, or "sick_train"
     # copies of the CQA train split's labelled (original, relevant related question) pairs
     labelled_cqa_copies: int = 0
+    # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
+    # distinct texts drawn from the training pairs and NLI sentences
+    stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
+    distill_teacher: str = ""
+    distill_sentences: int = 0
 
 
 @dataclass
@@ -50,6 +55,12 @@ class TrainingConfig:
     learning_rate: float = 1e-3
     nli_ratio: float = 0.0  # share of steps that are NLI batches (multitask)
     nli_batch_size: int = 64
+    distill_ratio: float = 0.0  # share of steps that are distillation batches (of batch_size texts)
+    distill_scale: float = 20.0  # cosine scale in the distillation softmax
+    # response head ff(r) = r + W2 tanh(W1 r), W2 starting at zero: scores start as the
+    # encoder's own dot products, which keeps a pretrained encoder's geometry at the start
+    residual_response_head: bool = False
+    sts_ratio: float = 0.0  # share of steps that regress cosine on scored pairs (stsb_train)
     margin: float = 0.5  # CSE margin delta
     embedding_pull: float = 0.0  # CSE L2 pull of word embeddings to their initial values
     hard_negative_after: int = 0  # CSE: steps of hinges summed over all negatives before the hardest
@@ -96,6 +107,15 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
         raise ConfigError(f"{where}: unknown objective {config.training.objective!r}")
     if config.training.sparse_embeddings and config.model.kind == "pretrained":
         raise ConfigError(f"{where}: sparse_embeddings applies to encoders trained from scratch")
+    distills = config.training.distill_ratio > 0
+    if distills != bool(config.data.distill_teacher and config.data.distill_sentences):
+        raise ConfigError(f"{where}: distillation needs [training] distill_ratio > 0 together with "
+                          "[data] distill_teacher and distill_sentences")
+    if (config.training.sts_ratio > 0) != config.data.stsb_train:
+        raise ConfigError(f"{where}: [training] sts_ratio > 0 goes with [data] stsb_train = true")
+    training = config.training
+    if training.nli_ratio + training.distill_ratio + training.sts_ratio > 1:
+        raise ConfigError(f"{where}: nli_ratio + distill_ratio + sts_ratio exceed 1")
     return config
 
 

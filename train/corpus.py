@@ -3,17 +3,20 @@ Living question -> comment pairs, and NLI pairs. Test files are never read here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from train.config import DataConfig
 from train.datasets import (
     NliPair,
+    StsPair,
     load_cqa_split,
     read_conversations,
     read_cqa_threads,
     read_nli,
     read_sick,
+    read_sts_benchmark,
+    stsb_path,
 )
 
 Pair = tuple[str, str]
@@ -25,6 +28,7 @@ class TrainingData:
     pairs: list[Pair]  # (input, response)
     heldout: list[Pair]  # for P@N; the last pairs of each conversation file
     nli: list[NliPair]
+    sts: list[StsPair] = field(default_factory=list)  # scored pairs (STS Benchmark train)
 
 
 def conversation_pairs(data_dir: Path, stem: str, max_pairs: int = 0) -> tuple[list[Pair], list[Pair]]:
@@ -78,4 +82,5 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
     pairs += qatar_living_pairs(data_dir, config.qatar_living)
     if config.labelled_cqa_copies:
         pairs += labelled_cqa_pairs(data_dir) * config.labelled_cqa_copies
-    return TrainingData(pairs, heldout, nli_pairs(data_dir, config.nli))
+    sts = list(read_sts_benchmark(stsb_path(data_dir, "train"))) if config.stsb_train else []
+    return TrainingData(pairs, heldout, nli_pairs(data_dir, config.nli), sts)

@@ -128,6 +128,13 @@ class StsPair:
     source: str = ""
 
 
+STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
+
+
+def stsb_path(data_dir: Path, split: str) -> Path:
+    return data_dir / "stsbenchmark" / STSB_FILES[split]
+
+
 def read_sts_benchmark(path: Path) -> Iterator[StsPair]:
     """STS Benchmark rows: genre, file, year, id, score, sentence1, sentence2 (+ ignored extras).
 

@@ -21,11 +21,11 @@ from train.datasets import (
     read_sick,
     read_sts_benchmark,
     read_sts_year,
+    stsb_path,
 )
 from train.encoders import SentenceEncoder
 from train.model_io import TrainedModel
 
-STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
 STS_YEARS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
 
 
@@ -101,10 +101,9 @@ def evaluate_sts(encoder: SentenceEncoder, pairs: Sequence[StsPair],
 
 def evaluate_stsb(encoder: SentenceEncoder, data_dir: Path, split: str = "dev",
                   tuned: bool = False) -> dict[str, Any]:
-    folder = data_dir / "stsbenchmark"
-    transform = (fit_sts_transform(encoder, list(read_sts_benchmark(folder / STSB_FILES["train"])))
+    transform = (fit_sts_transform(encoder, list(read_sts_benchmark(stsb_path(data_dir, "train"))))
                  if tuned else None)
-    pairs = list(read_sts_benchmark(folder / STSB_FILES[split]))
+    pairs = list(read_sts_benchmark(stsb_path(data_dir, split)))
     return {"split": split, "tuned": tuned, **evaluate_sts(encoder, pairs, transform)}
 
 

@@ -52,7 +52,7 @@ class TrainedModel:
 def _heads_config(model: TrainedModel) -> dict[str, Any]:
     heads: dict[str, Any] = {}
     if model.response_head is not None:
-        heads["response"] = {}
+        heads["response"] = {"residual": model.response_head.residual}
     if model.nli_head is not None:
         heads["nli"] = {"hidden": model.nli_head.classifier[0].out_features}
     return heads
@@ -115,7 +115,7 @@ def load_model(spec: str | Path) -> TrainedModel:
     heads = config.get("heads", {})
     model = TrainedModel(
         encoder,
-        ResponseSelectionHead(encoder.dim) if "response" in heads else None,
+        ResponseSelectionHead(encoder.dim, **heads["response"]) if "response" in heads else None,
         NliHead(encoder.dim, **heads["nli"]) if "nli" in heads else None,
         json.loads((directory / "metrics.json").read_text()) if (directory / "metrics.json").is_file()
         else {},

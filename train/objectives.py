@@ -52,14 +52,26 @@ def local_offset(local_size: int) -> int:
 
 
 class ResponseSelectionHead(nn.Module):
-    """The response-side feed-forward; scores are dot products input . ff(response)."""
+    """The response-side feed-forward; scores are dot products input . ff(response).
 
-    def __init__(self, dim: int) -> None:
+    ``residual``: ff(r) = r + W2 tanh(W1 r) with W2 starting at zero, so that training starts
+    from the encoder's own dot products instead of a random projection of the responses (a
+    pretrained encoder would otherwise be pulled away from its geometry by a random head).
+    """
+
+    def __init__(self, dim: int, residual: bool = False) -> None:
         super().__init__()
+        self.residual = residual
         self.feed_forward = nn.Sequential(nn.Linear(dim, dim), nn.Tanh(), nn.Linear(dim, dim))
+        if residual:
+            nn.init.zeros_(self.feed_forward[2].weight)
+            nn.init.zeros_(self.feed_forward[2].bias)
 
     def scores(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-        return inputs @ self.feed_forward(responses).T
+        projected = self.feed_forward(responses)
+        if self.residual:
+            projected = projected + responses
+        return inputs @ projected.T
 
     def loss(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
         """Cross-entropy of picking each input's own response among all responses of the
@@ -83,6 +95,12 @@ class NliHead(nn.Module):
     def loss(self, premises: torch.Tensor, hypotheses: torch.Tensor,
              labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self(premises, hypotheses), labels)
+
+
+def cosine_regression_loss(first: torch.Tensor, second: torch.Tensor,
+                           scores: torch.Tensor) -> torch.Tensor:
+    """Squared error between cosine similarity and a gold score scaled to [0, 1] (STS 0-5)."""
+    return F.mse_loss(F.cosine_similarity(first, second, dim=-1), scores)
 
 
 def hardest_negatives(similarity: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:

@@ -26,10 +26,17 @@ from train.batching import unique_text_batches
 from train.config import TrainConfig
 from train.corpus import Pair, TrainingData, load_training_data
 from train.datasets import NLI_LABELS, NliPair, read_word_vectors
+from train.distillation import distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb, response_precision
 from train.model_io import PRETRAINED, TrainedModel, save_model
-from train.objectives import NliHead, ResponseSelectionHead, cse_margin_loss, embedding_pull
+from train.objectives import (
+    NliHead,
+    ResponseSelectionHead,
+    cosine_regression_loss,
+    cse_margin_loss,
+    embedding_pull,
+)
 from train.text import Vocabulary
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
@@ -48,11 +55,21 @@ class TrainingModel(nn.Module):
             self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
 
     def forward(self, task: str, first: list[str], second: list[str],
-                labels: torch.Tensor | None = None, hardest: bool = True) -> torch.Tensor:
+                labels: torch.Tensor | None = None, hardest: bool = True,
+                distill_scale: float = 20.0) -> torch.Tensor:
+        """The loss of one batch: ``labels`` are NLI classes, STS scores in [0, 1], or teacher
+        vectors to distill (then ``second`` is unused)."""
+        if task == "distill":
+            assert labels is not None
+            student = self.encoder.embed(first)
+            return distillation_loss(student, labels.to(student.device), distill_scale)
         a, b = self.encoder.embed(first), self.encoder.embed(second)
         if task == "nli":
             assert self.nli_head is not None and labels is not None
             return self.nli_head.loss(a, b, labels.to(a.device))
+        if task == "sts":
+            assert labels is not None
+            return cosine_regression_loss(a, b, labels.to(a.device))
         if task == "response":
             assert self.response_head is not None
             return self.response_head.loss(a, b)
@@ -77,7 +94,8 @@ class Cursor:
 @dataclass
 class RunState:
     step: int = 0
-    cursors: dict[str, Cursor] = field(default_factory=lambda: {"pairs": Cursor(), "nli": Cursor()})
+    cursors: dict[str, Cursor] = field(
+        default_factory=lambda: {task: Cursor() for task in ("pairs", "nli", "distill", "sts")})
     train_seconds: float = 0.0  # time in training steps only (not evaluation), over all resumes
     seen_pairs: int = 0
 
@@ -187,7 +205,9 @@ class Trainer:
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
         nli_head = NliHead(encoder.dim) if self.data.nli else None
-        response_head = ResponseSelectionHead(encoder.dim) if training.objective == "response" else None
+        response_head = (ResponseSelectionHead(encoder.dim, training.residual_response_head)
+                         if training.objective == "response" else None)
+        self.distill_texts, self.distill_vectors = self._teacher(config)
         self.model = TrainingModel(encoder, response_head, nli_head,
                                    training.margin, training.embedding_pull).to(self.device)
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
@@ -196,6 +216,20 @@ class Trainer:
             # the NLI head sits idle on response steps and vice versa
             self.wrapped = nn.parallel.DistributedDataParallel(self.model,
                                                                find_unused_parameters=nli_head is not None)
+
+    def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None]:
+        """The texts to distill and their teacher vectors (computed once, cached in the run)."""
+        if config.training.distill_ratio <= 0:
+            return [], None
+        sentences = [text for pair in self.data.pairs for text in pair]
+        sentences += [text for pair in self.data.nli for text in (pair.premise, pair.hypothesis)]
+        texts = distillation_texts(sentences, config.data.distill_sentences, config.seed)
+        cache = self.run_dir / "teacher"
+        if self.rank == 0:
+            teacher_vectors(config.data.distill_teacher, texts, cache)
+        if self.world > 1:
+            dist.barrier()
+        return texts, torch.from_numpy(teacher_vectors(config.data.distill_teacher, texts, cache))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -229,8 +263,8 @@ class Trainer:
         self.model.load_state_dict(payload["model"])
         for optimizer, state in zip(self.optimizers, payload["optimizers"], strict=True):
             optimizer.load_state_dict(state)
-        self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()},
-                              *payload.get("throughput", (0.0, 0)))
+        self.state = RunState(payload["step"], RunState().cursors | {
+            k: Cursor(*v) for k, v in payload["cursors"].items()}, *payload.get("throughput", (0.0, 0)))
         torch.set_rng_state(payload["torch_rng"].cpu())
         if payload["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(payload["cuda_rng"])
@@ -248,10 +282,15 @@ class Trainer:
     # ------------------------------------------------------------------ steps
 
     def _task(self, step: int) -> str:
-        ratio = self.config.training.nli_ratio
-        if self.data.nli and ratio > 0 and np.random.default_rng([self.config.seed, step]).random() < ratio:
-            return "nli"
-        return self.config.training.objective
+        """The task of a step: an auxiliary task with its share of the steps, else the objective."""
+        training = self.config.training
+        draw = np.random.default_rng([self.config.seed, step]).random()
+        for task, ratio in (("nli", training.nli_ratio if self.data.nli else 0.0),
+                            ("distill", training.distill_ratio), ("sts", training.sts_ratio)):
+            if draw < ratio:
+                return task
+            draw -= ratio
+        return training.objective
 
     def _local(self, batch: list[Any]) -> list[Any]:
         size = len(batch) // self.world
@@ -263,7 +302,7 @@ class Trainer:
         self.model.train()
         hardest = self.state.step >= self.config.training.hard_negative_after
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-            loss = self.wrapped(task, first, second, labels, hardest)
+            loss = self.wrapped(task, first, second, labels, hardest, self.config.training.distill_scale)
         for optimizer in self.optimizers:
             optimizer.zero_grad()
         loss.backward()
@@ -274,19 +313,41 @@ class Trainer:
             optimizer.step()
         return float(loss.detach())
 
-    def _streams(self) -> tuple[BatchStream, BatchStream | None]:
+    def _streams(self) -> dict[str, BatchStream]:
+        """A batch stream per task with data: "pairs" feeds the objective."""
         training, seed = self.config.training, self.config.seed
-        pairs = BatchStream(lambda epoch: unique_text_batches(self.data.pairs, training.batch_size,
-                                                              seed * 1000 + epoch),
-                            training.batch_size, self.state.cursors["pairs"])
-        nli = None
-        if self.data.nli:
-            def nli_epoch(epoch: int) -> list[list[int]]:
-                order = np.random.default_rng([seed, epoch, 1]).permutation(len(self.data.nli)).tolist()
-                size = training.nli_batch_size
-                return [order[i : i + size] for i in range(0, len(order) - size + 1, size)]
-            nli = BatchStream(nli_epoch, training.nli_batch_size, self.state.cursors["nli"])
-        return pairs, nli
+        streams = {"pairs": BatchStream(
+            lambda epoch: unique_text_batches(self.data.pairs, training.batch_size, seed * 1000 + epoch),
+            training.batch_size, self.state.cursors["pairs"])}
+        auxiliary = {"nli": (len(self.data.nli), training.nli_batch_size),
+                     "distill": (len(self.distill_texts), training.batch_size),
+                     "sts": (len(self.data.sts), training.batch_size)}
+        for salt, (task, (count, size)) in enumerate(auxiliary.items(), start=1):
+            if count:
+                def epoch_batches(epoch: int, count: int = count, size: int = size,
+                                  salt: int = salt) -> list[list[int]]:
+                    order = np.random.default_rng([seed, epoch, salt]).permutation(count).tolist()
+                    return [order[i : i + size] for i in range(0, count - size + 1, size)]
+                streams[task] = BatchStream(epoch_batches, size, self.state.cursors[task])
+        return streams
+
+    def _batch(self, task: str, streams: dict[str, BatchStream]
+               ) -> tuple[list[str], list[str], torch.Tensor | None]:
+        """This worker's share of the next batch of ``task``: texts, paired texts, labels."""
+        chosen = self._local(streams[task if task in ("nli", "distill", "sts") else "pairs"].next())
+        if task == "nli":
+            items: list[NliPair] = [self.data.nli[i] for i in chosen]
+            labels = torch.tensor([NLI_LABELS.index(p.label) for p in items])
+            return [p.premise for p in items], [p.hypothesis for p in items], labels
+        if task == "distill":
+            assert self.distill_vectors is not None
+            return [self.distill_texts[i] for i in chosen], [], self.distill_vectors[chosen]
+        if task == "sts":
+            scored = [self.data.sts[i] for i in chosen]
+            return ([p.sentence1 for p in scored], [p.sentence2 for p in scored],
+                    torch.tensor([p.score / 5.0 for p in scored]))
+        batch: list[Pair] = [self.data.pairs[i] for i in chosen]
+        return [a for a, _ in batch], [b for _, b in batch], None
 
     # ------------------------------------------------------------------ evaluation and logging
 
@@ -317,7 +378,7 @@ class Trainer:
         elif self.checkpoint_path.exists():
             raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume to continue it, "
                                   "or choose a new run directory")
-        pairs_stream, nli_stream = self._streams()
+        streams = self._streams()
         columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[status]}"), TimeRemainingColumn())
         with Progress(*columns, disable=not show_progress or self.rank != 0) as progress:
@@ -326,15 +387,10 @@ class Trainer:
             while self.state.step < training.steps:
                 step_started = time.perf_counter()
                 task = self._task(self.state.step)
-                if task == "nli":
-                    assert nli_stream is not None
-                    items: list[NliPair] = [self.data.nli[i] for i in self._local(nli_stream.next())]
-                    labels = torch.tensor([NLI_LABELS.index(p.label) for p in items])
-                    loss = self.step("nli", [p.premise for p in items], [p.hypothesis for p in items], labels)
-                else:
-                    batch: list[Pair] = [self.data.pairs[i] for i in self._local(pairs_stream.next())]
-                    loss = self.step(task, [a for a, _ in batch], [b for _, b in batch])
-                    self.state.seen_pairs += len(batch) * self.world
+                first, second, labels = self._batch(task, streams)
+                loss = self.step(task, first, second, labels)
+                if task == training.objective:
+                    self.state.seen_pairs += len(first) * self.world
                 self.state.step += 1
                 self.state.train_seconds += time.perf_counter() - step_started
                 rate = self.state.seen_pairs / self.state.train_seconds
