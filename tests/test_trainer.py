@@ -1,5 +1,6 @@
 """Training machinery: short runs learn, resume is exact (kill -9 included), DDP matches."""
 
+import json
 import os
 import random
 import signal
@@ -15,9 +16,9 @@ import torch.multiprocessing as mp
 
 from train.config import parse_config
 from train.corpus import TrainingData, conversation_pairs
-from train.datasets import read_nli
+from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
-from train.model_io import load_model
+from train.model_io import load_model, save_model
 from train.trainer import Trainer
 
 ENCODERS = {
@@ -29,7 +30,11 @@ ENCODERS = {
 
 
 def small_config(kind: str, objective: str = "response", steps: int = 150, **training):
-    return parse_config({
+    return parse_config(small_settings(kind, objective, steps, **training))
+
+
+def small_settings(kind: str, objective: str = "response", steps: int = 150, **training) -> dict:
+    return {
         "name": f"test-{kind}", "seed": 7,
         "model": {"kind": kind, "vocabulary_size": 8000, "bigram_buckets": 4000 if kind == "dan" else 0,
                   "encoder": ENCODERS[kind]},
@@ -38,7 +43,7 @@ def small_config(kind: str, objective: str = "response", steps: int = 150, **tra
                      "learning_rate": 1e-3 if kind == "transformer" else 5e-3,
                      "eval_every": 10_000, "checkpoint_every": 10_000, "eval_pairs": 500,
                      "margin": 0.3, **training},
-    })
+    }
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +81,32 @@ def test_multitask_with_nli_runs_both_heads(data_dir, dialog_data, tmp_path):
     assert not torch.equal(start, trainer.model.nli_head.classifier[0].weight)
     tasks = {line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"nli"' in line}
     assert tasks
+
+
+def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_data, tmp_path):
+    """A student distilled from a (tiny) teacher with STS regression beside: every task runs,
+    the teacher pass is cached, and an interrupted run resumes bit-exactly."""
+    teacher = Trainer(small_config("dan", steps=1), data_dir, tmp_path / "teacher",
+                      TrainingData(dialog_data.pairs[:500], [], []))
+    save_model(teacher.trained_model(), tmp_path / "teacher-model")
+    data = TrainingData(dialog_data.pairs[:1000], dialog_data.heldout, [],
+                        list(read_sts_benchmark(stsb_path(data_dir, "train")))[:640])
+
+    def config(steps: int):
+        settings = small_settings("dan", steps=steps, checkpoint_every=5, log_every=1,
+                                  distill_ratio=0.4, sts_ratio=0.3)
+        settings["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"),
+                             "distill_sentences": 700, "stsb_train": True}
+        return parse_config(settings)
+
+    Trainer(config(12), data_dir, tmp_path / "straight", data).run(show_progress=False)
+    tasks = {json.loads(line).get("task") for line in
+             (tmp_path / "straight/metrics.jsonl").read_text().splitlines()}
+    assert {"distill", "sts", "response"} <= tasks
+    Trainer(config(7), data_dir, tmp_path / "resumed", data).run(show_progress=False)
+    Trainer(config(12), data_dir, tmp_path / "resumed", data).run(resume=True, show_progress=False)
+    straight, resumed = _weights(tmp_path / "straight/model"), _weights(tmp_path / "resumed/model")
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
 
 def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
