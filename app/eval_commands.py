@@ -14,6 +14,7 @@ from rich.table import Table
 from app.common import DataDirOption, JsonOption, ModelOption, app, eval_app, print_figures, user_errors
 from retrieval.baselines import BASELINES
 from retrieval.cqa import CqaEvaluation, evaluate_scores
+from retrieval.model_card import model_figures
 from retrieval.reranker import Reranker
 from retrieval.scorer import format_report, score_run
 from train.corpus import conversation_pairs
@@ -156,3 +157,26 @@ def eval_transfer(model: ModelOption, as_json: JsonOption = False,
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
 
+
+
+@eval_app.command("card")
+def eval_card(
+    model: ModelOption,
+    with_test: Annotated[bool, typer.Option(help="Also the test splits: once per finished model, "
+                                                 "never to make choices.")] = False,
+    write: Annotated[bool, typer.Option(help="Record the figures in MODEL/metrics.json "
+                                             "(under \"evaluation\").")] = False,
+    as_json: JsonOption = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
+    unless --with-test."""
+    with user_errors():
+        figures = model_figures(load_model(model).encoder, resolve_data_dir(data_dir), with_test)
+        if write:
+            metrics_path = Path(model) / "metrics.json"
+            if not (Path(model) / "config.json").is_file():
+                raise ModelError(f"{model}: --write needs a model directory")
+            metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+            metrics_path.write_text(json.dumps({**metrics, "evaluation": figures}, indent=2) + "\n")
+    print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

@@ -1,6 +1,7 @@
 """The askalike command line: figures, JSON, prediction files and one-line errors."""
 
 import json
+import shutil
 
 from typer.testing import CliRunner
 
@@ -105,3 +106,20 @@ def test_check_fails_on_a_damaged_index(tmp_path, tiny_model):
     result = runner.invoke(app, ["check", "--index", str(index)])
     assert result.exit_code == 1 and "check --repair" in result.stdout
     assert runner.invoke(app, ["check", "--index", str(index), "--repair"]).exit_code == 0
+
+
+def test_eval_card_records_dev_figures_that_eval_cqa_and_sts_reproduce(data_dir, tiny_model, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    common = ["--model", str(model), "--data-dir", str(data_dir), "--json"]
+    card = runner.invoke(app, ["eval", "card", "--write", *common])
+    assert card.exit_code == 0, card.output
+    figures = json.loads(card.output)
+    recorded = json.loads((model / "metrics.json").read_text())["evaluation"]
+    assert recorded == {k: figures[k] for k in ("stsb", "cqa_map")}
+    assert set(recorded["cqa_map"]) == {"dev2016"} and set(recorded["stsb"]) == {"dev"}  # no test split
+
+    cqa = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", *common])
+    assert json.loads(cqa.output)["map"] == recorded["cqa_map"]["dev2016"]
+    sts = runner.invoke(app, ["eval", "sts", "--split", "dev", "--tuned", *common])
+    assert json.loads(sts.output)["pearson"] == recorded["stsb"]["dev"]["tuned"]

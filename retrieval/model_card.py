@@ -1,0 +1,32 @@
+"""The figures recorded beside a shipped model: STS Benchmark r (raw and tuned) and CQA
+subtask-B MAP, on the tuning splits only or, once a model is final, on the test splits too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from retrieval.cqa import evaluate_scores
+from retrieval.reranker import Reranker
+from train.datasets import load_cqa_split
+from train.encoders import SentenceEncoder
+from train.evaluation import evaluate_stsb
+
+TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
+ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}
+
+
+def model_figures(encoder: SentenceEncoder, data_dir: Path, with_test: bool) -> dict[str, Any]:
+    """{"stsb": {split: {"raw": r, "tuned": r}}, "cqa_map": {split: MAP}}, rounded as
+    ``askalike eval sts/cqa --json`` print them."""
+    splits = ALL_SPLITS if with_test else TUNING_SPLITS
+    stsb = {split: {"raw": evaluate_stsb(encoder, data_dir, split)["pearson"],
+                    "tuned": evaluate_stsb(encoder, data_dir, split, tuned=True)["pearson"]}
+            for split in splits["stsb"]}
+    reranker = Reranker(encoder)
+    cqa = {}
+    for split in splits["cqa"]:
+        cqa_split = load_cqa_split(data_dir, split)
+        report = evaluate_scores(cqa_split, "model", reranker.scores(cqa_split.questions)).report
+        cqa[split] = report.summary()["map"]
+    return {"stsb": stsb, "cqa_map": cqa}

@@ -1,0 +1,49 @@
+"""The models the project ships: they load, stay small, carry their config and figures, and
+order plainly similar questions above unrelated ones."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from train.config import load_config
+from train.model_io import load_model
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+SHIPPED = ["fast", "accurate"]
+LIMIT_BYTES = 60 * 1024 * 1024
+
+# (question, a paraphrase of it, an unrelated question)
+TRIPLES = [
+    ("How can I renew my residence permit in Qatar?",
+     "What is the procedure to renew a residency visa in Doha?",
+     "Which beach is good for swimming with kids?"),
+    ("Where can I buy a cheap second-hand car?",
+     "Any place to get a used car at a good price?",
+     "How long does it take to get a work visa for my wife?"),
+    ("A man is playing a guitar on stage.",
+     "A musician plays the guitar at a concert.",
+     "Two dogs are running through a snowy field."),
+]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_model_is_small_and_carries_its_config_and_figures(name):
+    directory = MODELS / name
+    size = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+    assert size < LIMIT_BYTES, f"{directory}: {size / 2**20:.1f} MiB"
+    config = load_config(directory / "train-config.toml")
+    metrics = load_model(directory).metrics
+    assert metrics["config"] == config.name
+    evaluation = metrics["evaluation"]
+    assert set(evaluation["cqa_map"]) == {"dev2016", "test2016", "test2017"}
+    assert set(evaluation["stsb"]) == {"dev", "test"}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_model_orders_similar_questions_above_unrelated_ones(name):
+    encoder = load_model(MODELS / name).encoder
+    for question, paraphrase, unrelated in TRIPLES:
+        vectors = encoder.encode([question, paraphrase, unrelated])
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-3)
+        assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2], (name, question)
