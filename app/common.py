@@ -36,7 +36,9 @@ DataDirOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ModelOption = Annotated[str, typer.Option("--model", help="A model directory or pretrained:NAME "
-                                                          "(e.g. pretrained:all-MiniLM-L6-v2).")]
+                                                          "(e.g. pretrained:all-MiniLM-L6-v2) "
+                                                          "[default: the shipped models/accurate].",
+                                          show_default=False)]
 
 
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]

@@ -27,7 +27,7 @@ from train.datasets import (
     write_cqa_run,
 )
 from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
-from train.model_io import ModelError, load_model
+from train.model_io import DEFAULT_MODEL, ModelError, load_model
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
 System = StrEnum("System", {name: name for name in BASELINES})
@@ -105,7 +105,7 @@ def score(
 
 @eval_app.command("sts")
 def eval_sts(
-    model: ModelOption,
+    model: ModelOption = DEFAULT_MODEL,
     split: Annotated[str, typer.Option(help="STS Benchmark split: dev or test.")] = "dev",
     tuned: Annotated[bool, typer.Option(help="Fit Yang et al.'s transformation on STSb train "
                                              "first (4.4.1).")] = False,
@@ -122,7 +122,7 @@ def eval_sts(
 
 
 @eval_app.command("response")
-def eval_response(model: ModelOption, as_json: JsonOption = False,
+def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
                   data_dir: DataDirOption = None) -> None:
     """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
     (Yang Table 1)."""
@@ -136,7 +136,7 @@ def eval_response(model: ModelOption, as_json: JsonOption = False,
 
 
 @eval_app.command("nli")
-def eval_nli(model: ModelOption, as_json: JsonOption = False,
+def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
              data_dir: DataDirOption = None) -> None:
     """SNLI test accuracy of the model's NLI head."""
     with user_errors():
@@ -149,7 +149,7 @@ def eval_nli(model: ModelOption, as_json: JsonOption = False,
 
 
 @eval_app.command("transfer")
-def eval_transfer(model: ModelOption, as_json: JsonOption = False,
+def eval_transfer(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
                   data_dir: DataDirOption = None) -> None:
     """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
     with user_errors():
@@ -161,7 +161,7 @@ def eval_transfer(model: ModelOption, as_json: JsonOption = False,
 
 @eval_app.command("card")
 def eval_card(
-    model: ModelOption,
+    model: ModelOption = DEFAULT_MODEL,
     with_test: Annotated[bool, typer.Option(help="Also the test splits: once per finished model, "
                                                  "never to make choices.")] = False,
     write: Annotated[bool, typer.Option(help="Record the figures in MODEL/metrics.json "

@@ -33,7 +33,8 @@ def index(
         help="Question files: .jsonl, .csv, .tsv (columns id, subject or title, body, any metadata), "
              ".txt (one question a line) or SemEval CQA .xml.")],
     model: Annotated[str | None, typer.Option(
-        "--model", help="A model directory or pretrained:NAME [default: the index's own].")] = None,
+        "--model", help="A model directory or pretrained:NAME [default: the index's own; "
+                "for a new index the shipped models/accurate].")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     index_type: Annotated[str, IndexType] = "flat",

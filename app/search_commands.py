@@ -29,7 +29,7 @@ from retrieval.scorer import format_report, score_run
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
 from train.evaluation import angular_similarity
-from train.model_io import load_encoder
+from train.model_io import DEFAULT_MODEL, load_encoder
 
 
 def _queries(query: str | None) -> list[str]:
@@ -87,8 +87,8 @@ def search(
 def rerank(
     input_file: Annotated[Path, typer.Argument(help="SemEval CQA input: XML or reconstructed "
                                                     "JSONL (original questions with their related).")],
-    model: ModelOption,
     out: Annotated[Path, typer.Option(help="Prediction file in the official format.")],
+    model: ModelOption = DEFAULT_MODEL,
     trec: Annotated[Path | None, typer.Option(help="Also write a TREC run file.")] = None,
     gold: Annotated[Path | None, typer.Option(help="Gold .relevancy file: print the scorer's "
                                                    "table.")] = None,
@@ -116,7 +116,7 @@ def rerank(
 def similar(
     first: Annotated[str, typer.Argument(help="A text.")],
     second: Annotated[str, typer.Argument(help="Another text.")],
-    model: ModelOption,
+    model: ModelOption = DEFAULT_MODEL,
     as_json: JsonOption = False,
 ) -> None:
     """Cosine and 0-5 similarity of two texts."""

@@ -41,7 +41,7 @@ from indexer.vector_index import (
 )
 from train.datasets import DataError
 from train.encoders import SentenceEncoder
-from train.model_io import PRETRAINED_PREFIX, load_encoder, weights_fingerprint
+from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, load_encoder, weights_fingerprint
 
 DATABASE_ENV_VAR = "ASKALIKE_DB"
 
@@ -214,9 +214,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
         store = Store(database)
         try:
             recorded = store.encoder()
-            spec = model or (recorded.model if recorded else None)
-            if spec is None:
-                raise IndexDirectoryError(f"{index_dir} is a new index: pass --model")
+            spec = model or (recorded.model if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
             read = [(source_name(path), read_source(path, options.on_error, problems))
                     for path in sources]

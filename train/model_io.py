@@ -24,6 +24,8 @@ from train.objectives import NliHead, ResponseSelectionHead
 from train.text import Vocabulary
 
 PRETRAINED_PREFIX = "pretrained:"
+# the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
+DEFAULT_MODEL = str(Path(__file__).resolve().parents[1] / "models" / "accurate")
 
 
 class ModelError(Exception):
