@@ -8,9 +8,9 @@ from typing import Any
 
 from retrieval.cqa import evaluate_scores
 from retrieval.reranker import Reranker
-from train.datasets import load_cqa_split
+from train.datasets import load_cqa_split, read_sts_benchmark, stsb_path
 from train.encoders import SentenceEncoder
-from train.evaluation import evaluate_stsb
+from train.evaluation import evaluate_sts, fit_sts_transform
 
 TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
 ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}
@@ -20,9 +20,12 @@ def model_figures(encoder: SentenceEncoder, data_dir: Path, with_test: bool) -> 
     """{"stsb": {split: {"raw": r, "tuned": r}}, "cqa_map": {split: MAP}}, rounded as
     ``askalike eval sts/cqa --json`` print them."""
     splits = ALL_SPLITS if with_test else TUNING_SPLITS
-    stsb = {split: {"raw": evaluate_stsb(encoder, data_dir, split)["pearson"],
-                    "tuned": evaluate_stsb(encoder, data_dir, split, tuned=True)["pearson"]}
-            for split in splits["stsb"]}
+    transform = fit_sts_transform(encoder, list(read_sts_benchmark(stsb_path(data_dir, "train"))))
+    stsb = {}
+    for split in splits["stsb"]:
+        pairs = list(read_sts_benchmark(stsb_path(data_dir, split)))
+        stsb[split] = {"raw": evaluate_sts(encoder, pairs)["pearson"],
+                       "tuned": evaluate_sts(encoder, pairs, transform)["pearson"]}
     reranker = Reranker(encoder)
     cqa = {}
     for split in splits["cqa"]:
