@@ -63,7 +63,8 @@ def main() -> None:
             f"{min(args.batch_one_questions, len(texts)):,}. torch threads: {torch.get_num_threads()}.\n\n"
             + markdown_table(["model", "batch 1 sent/s", "vs MiniLM", "batch 256 sent/s", "vs MiniLM"], rows))
     write_section("encoding", "Encoding throughput", "python -m bench.encoding "
-                  + " ".join(f"--model {m}" for m in args.model), body)
+                  + " ".join(f"--model {m}" for m in args.model)
+                  + f" --questions {args.questions} --batch-one-questions {args.batch_one_questions}", body)
 
 
 if __name__ == "__main__":
