@@ -157,8 +157,6 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
 
-
-
 @eval_app.command("card")
 def eval_card(
     model: ModelOption = DEFAULT_MODEL,
@@ -171,12 +169,12 @@ def eval_card(
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
+    metrics_path = Path(model) / "metrics.json"
     with user_errors():
+        if write and not (Path(model) / "config.json").is_file():
+            raise ModelError(f"{model}: --write needs a model directory")
         figures = model_figures(load_model(model).encoder, resolve_data_dir(data_dir), with_test)
         if write:
-            metrics_path = Path(model) / "metrics.json"
-            if not (Path(model) / "config.json").is_file():
-                raise ModelError(f"{model}: --write needs a model directory")
             metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
             metrics_path.write_text(json.dumps({**metrics, "evaluation": figures}, indent=2) + "\n")
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

@@ -40,9 +40,9 @@ class DataConfig:
     nli: list[str] = field(default_factory=list)  # stems under nli/, or "sick_train"
     # copies of the CQA train split's labelled (original, relevant related question) pairs
     labelled_cqa_copies: int = 0
+    stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
     # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
     # distinct texts drawn from the training pairs and NLI sentences
-    stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
     distill_teacher: str = ""
     distill_sentences: int = 0
 

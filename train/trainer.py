@@ -46,23 +46,22 @@ class TrainingModel(nn.Module):
     """Encoder and heads as one module (what DistributedDataParallel wraps); forward = loss."""
 
     def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead | None,
-                 nli_head: NliHead | None, margin: float, pull: float) -> None:
+                 nli_head: NliHead | None, margin: float, pull: float, distill_scale: float) -> None:
         super().__init__()
         self.encoder, self.response_head, self.nli_head = encoder, response_head, nli_head
-        self.margin, self.pull = margin, pull
+        self.margin, self.pull, self.distill_scale = margin, pull, distill_scale
         self.initial_embeddings: torch.Tensor | None = None
         if pull and isinstance(encoder, VocabularyEncoder):
             self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
 
     def forward(self, task: str, first: list[str], second: list[str],
-                labels: torch.Tensor | None = None, hardest: bool = True,
-                distill_scale: float = 20.0) -> torch.Tensor:
+                labels: torch.Tensor | None = None, hardest: bool = True) -> torch.Tensor:
         """The loss of one batch: ``labels`` are NLI classes, STS scores in [0, 1], or teacher
         vectors to distill (then ``second`` is unused)."""
         if task == "distill":
             assert labels is not None
             student = self.encoder.embed(first)
-            return distillation_loss(student, labels.to(student.device), distill_scale)
+            return distillation_loss(student, labels.to(student.device), self.distill_scale)
         a, b = self.encoder.embed(first), self.encoder.embed(second)
         if task == "nli":
             assert self.nli_head is not None and labels is not None
@@ -209,7 +208,8 @@ class Trainer:
                          if training.objective == "response" else None)
         self.distill_texts, self.distill_vectors = self._teacher(config)
         self.model = TrainingModel(encoder, response_head, nli_head,
-                                   training.margin, training.embedding_pull).to(self.device)
+                                   training.margin, training.embedding_pull,
+                                   training.distill_scale).to(self.device)
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
@@ -224,12 +224,13 @@ class Trainer:
         sentences = [text for pair in self.data.pairs for text in pair]
         sentences += [text for pair in self.data.nli for text in (pair.premise, pair.hypothesis)]
         texts = distillation_texts(sentences, config.data.distill_sentences, config.seed)
-        cache = self.run_dir / "teacher"
-        if self.rank == 0:
-            teacher_vectors(config.data.distill_teacher, texts, cache)
-        if self.world > 1:
+        waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
+        if waits and self.rank != 0:
             dist.barrier()
-        return texts, torch.from_numpy(teacher_vectors(config.data.distill_teacher, texts, cache))
+        vectors = teacher_vectors(config.data.distill_teacher, texts, self.run_dir / "teacher")
+        if waits and self.rank == 0:
+            dist.barrier()
+        return texts, torch.from_numpy(vectors)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -302,7 +303,7 @@ class Trainer:
         self.model.train()
         hardest = self.state.step >= self.config.training.hard_negative_after
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-            loss = self.wrapped(task, first, second, labels, hardest, self.config.training.distill_scale)
+            loss = self.wrapped(task, first, second, labels, hardest)
         for optimizer in self.optimizers:
             optimizer.zero_grad()
         loss.backward()
