@@ -13,14 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from indexer.manifest import IndexDirectoryError
-from indexer.store import StoreError
-from indexer.vector_index import IndexBuildError
-from retrieval.scorer import ScorerError
-from retrieval.searcher import SearchError
-from train.config import ConfigError
-from train.datasets import DATA_ENV_VAR, DataError
-from train.model_io import ModelError
+from train.datasets import DATA_ENV_VAR
+from train.errors import UserError
 
 app = typer.Typer(help="Find questions alike in meaning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -49,16 +43,12 @@ DatabaseOption = Annotated[
                       "the index directory, or the one the index was built with]."),
 ]
 
-USER_ERRORS = (DataError, ScorerError, ConfigError, ModelError, StoreError, IndexDirectoryError,
-               IndexBuildError, SearchError)
-
-
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Report bad input as one line on stderr and exit 2, never as a traceback."""
     try:
         yield
-    except USER_ERRORS as err:
+    except UserError as err:
         stderr.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 

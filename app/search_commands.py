@@ -28,8 +28,8 @@ from retrieval.reranker import Reranker, write_trec_run
 from retrieval.scorer import format_report, score_run
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
-from train.evaluation import angular_similarity
 from train.model_io import DEFAULT_MODEL, load_encoder
+from train.similarity import angular_similarity, pair_cosine, require_text
 
 
 def _queries(query: str | None) -> list[str]:
@@ -121,8 +121,10 @@ def similar(
 ) -> None:
     """Cosine and 0-5 similarity of two texts."""
     with user_errors():
-        vectors = load_encoder(model).encode([first, second])
-    cosine = float(vectors[0] @ vectors[1])
+        require_text([first, second])
+        unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
+        vectors = load_encoder(model).encode(unique)
+    cosine = pair_cosine(vectors[[0, -1]])
     similarity = float(angular_similarity(np.array([cosine]))[0])
     print_figures("Similarity", {"cosine": round(cosine, 6), "similarity": round(similarity, 4)},
                   as_json)

@@ -20,8 +20,9 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from app.common import USER_ERRORS, similarity_bar
+from app.common import similarity_bar
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
+from train.errors import UserError
 
 DEBOUNCE_S = 0.3
 HELP = """\
@@ -172,7 +173,7 @@ class SearchApp(App[None]):
         table.add_columns("#", "sim", "", "subject", "source")
         try:
             self.searcher = self.open_searcher()
-        except USER_ERRORS as err:  # shown to the user, who can fix the cause
+        except UserError as err:  # shown to the user, who can fix the cause
             self._fail(str(err))
             return
         index = self.searcher.index
@@ -230,7 +231,7 @@ class SearchApp(App[None]):
                 results = self.searcher.more_like(search.like.id, self.k, search.filters)
             else:
                 results = self.searcher.search(search.query, self.k, search.filters)
-        except USER_ERRORS as err:  # reported in the status line
+        except UserError as err:  # reported in the status line
             self.call_from_thread(self._status, f"Search failed: {err}")
             return
         self.call_from_thread(self._show, search, results, focus_results)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.store import EncoderIdentity
+from train.errors import UserError
 
 DEFAULT_INDEX_DIR = Path("askalike-index")
 MANIFEST_FILE = "manifest.json"
@@ -21,7 +22,7 @@ LOCK_FILE = "index.lock"
 FORMAT_VERSION = 1
 
 
-class IndexDirectoryError(Exception):
+class IndexDirectoryError(UserError):
     """An index directory that is missing, busy, damaged, or used with the wrong encoder."""
 
 

@@ -42,13 +42,14 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from indexer.sources import SourceQuestion
+from train.errors import UserError
 
 SQLITE_FILE = "askalike.sqlite3"
 SCHEMA_VERSION = "1"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
 
 
-class StoreError(Exception):
+class StoreError(UserError):
     """A database that cannot be opened or does not belong to this index."""
 
 

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from train.datasets import CqaRunLine
+from train.errors import UserError
 
 TOP_K = 10
 
 
-class ScorerError(ValueError):
+class ScorerError(UserError, ValueError):
     """Predictions that do not match the gold pairs."""
 
 

@@ -17,13 +17,14 @@ from sqlalchemy.orm import Session
 from indexer.directory import OpenIndex, open_index
 from indexer.store import QuestionRow
 from train.encoders import SentenceEncoder
-from train.evaluation import angular_similarity
+from train.errors import UserError
 from train.model_io import load_encoder, weights_fingerprint
+from train.similarity import angular_similarity
 
 EXCERPT_CHARS = 240
 
 
-class SearchError(Exception):
+class SearchError(UserError):
     """A search that cannot run: empty index, unknown question, encoder that does not match."""
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from conftest import make_tiny_model
 from test_indexer import QUIET, collection, write_jsonl
+from test_indexer_faults import ROOT
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -130,4 +131,19 @@ def test_similar_command(tiny_model):
     result = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
                                  "--json"])
     figures = json.loads(result.stdout)
-    assert figures["cosine"] == pytest.approx(1.0, abs=1e-5) and figures["similarity"] == pytest.approx(5.0)
+    assert figures == {"cosine": 1.0, "similarity": 5.0}
+
+
+@pytest.mark.parametrize("model", ["models/accurate", "models/fast"])
+def test_similar_of_a_text_with_itself_is_exactly_5_with_shipped_models(model):
+    text = "Where can I renew my residence permit in Doha before it expires?"
+    result = runner.invoke(app, ["similar", text, text, "--model", str(ROOT / model), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"cosine": 1.0, "similarity": 5.0}
+
+
+@pytest.mark.parametrize("pair", [("", "visa renewal"), ("visa renewal", "   ")])
+def test_similar_refuses_an_empty_text(tiny_model, pair):
+    result = runner.invoke(app, ["similar", *pair, "--model", str(tiny_model)])
+    assert result.exit_code == 2
+    assert "is empty" in result.stderr

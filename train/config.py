@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from train.errors import UserError
+
 CONVERSATION_FILES = ("reddit_2015", "self_dialogue", "sgd", "chitchat", "cmu_dog", "dailydialog",
                       "ubuntu_irc", "twitter_small")
 QATAR_LIVING_FILES = (
@@ -16,7 +18,7 @@ QATAR_LIVING_FILES = (
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     pass
 
 

@@ -21,11 +21,13 @@ import defusedxml.ElementTree as safe_et
 import numpy as np
 from defusedxml import DefusedXmlException
 
+from train.errors import UserError
+
 DATA_ENV_VAR = "ASKALIKE_DATA"
 _CHECKOUT = Path(__file__).resolve().parent.parent
 
 
-class DataError(Exception):
+class DataError(UserError):
     """A dataset file is missing or malformed; the message names the file and line."""
 
     def __init__(self, path: Path | str, message: str, line: int | None = None) -> None:

@@ -25,13 +25,9 @@ from train.datasets import (
 )
 from train.encoders import SentenceEncoder
 from train.model_io import TrainedModel
+from train.similarity import angular_similarity
 
 STS_YEARS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
-
-
-def angular_similarity(cosine: np.ndarray) -> np.ndarray:
-    """Yang et al.'s 0-5 similarity: 5 * (1 - arccos(cos) / pi)."""
-    return 5.0 * (1.0 - np.arccos(np.clip(cosine, -1.0, 1.0)) / math.pi)
 
 
 def _correlations(predicted: np.ndarray, gold: np.ndarray) -> dict[str, float]:

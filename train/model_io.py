@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
+from train.errors import UserError
 from train.objectives import NliHead, ResponseSelectionHead
 from train.text import Vocabulary
 
@@ -28,7 +29,7 @@ PRETRAINED_PREFIX = "pretrained:"
 DEFAULT_MODEL = str(Path(__file__).resolve().parents[1] / "models" / "accurate")
 
 
-class ModelError(Exception):
+class ModelError(UserError):
     """A model directory or name that cannot be loaded."""
 
 
