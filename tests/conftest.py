@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from helpers import make_tiny_model
 
 from train.datasets import DataError, resolve_data_dir
 
@@ -14,30 +15,6 @@ def data_dir() -> Path:
         return resolve_data_dir()
     except DataError as err:
         pytest.skip(f"real-data test needs the shared datasets: {err}")
-
-
-def write_bytes(path: Path, content: bytes) -> Path:
-    path.write_bytes(content)
-    return path
-
-
-TINY_TEXTS = ["how do i renew my visa", "where can i buy a cheap car", "best pizza in doha",
-              "visa renewal fees", "cheap flights to london", "good schools for kids"]
-
-
-def make_tiny_model(directory: Path, seed: int = 0) -> Path:
-    """A small untrained DAN saved as a model directory: fast, deterministic, distinct per seed."""
-    import torch
-
-    from train.encoders import DanEncoder
-    from train.model_io import TrainedModel, save_model
-    from train.text import Vocabulary
-
-    torch.manual_seed(seed)
-    vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,
-                                  bigram_buckets=1009)
-    save_model(TrainedModel(DanEncoder(vocabulary, embedding_dim=32, hidden=(48, 32))), directory)
-    return directory
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,12 @@ the writer lock, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import faiss
 import numpy as np
 import pytest
-from conftest import make_tiny_model
+from helpers import ASKS, PLACES, QUIET, TOPICS, collection, make_tiny_model, stored_state, write_jsonl
 
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import check_index, index_info, open_index, repair_index
@@ -20,35 +19,6 @@ from indexer.store import Store, StoreError
 from indexer.vector_index import IndexBuildError, index_ids
 from train.datasets import DataError
 from train.model_io import load_encoder
-
-QUIET = IndexOptions(show_progress=False)
-TOPICS = ["visa", "car", "pizza", "school", "flight", "salary", "apartment", "doctor"]
-ASKS = ["how do i find a good", "where can i get a cheap", "is it hard to get a", "who knows a"]
-PLACES = ["in doha", "near the pearl", "for expats", "this weekend"]
-
-
-def collection(count: int = 60) -> list[dict]:
-    """``count`` distinct questions (a case number tells apart the repeats of 128 phrasings)."""
-    texts = itertools.islice(itertools.cycle(itertools.product(ASKS, TOPICS, PLACES)), count)
-    return [{"id": f"q{i}", "subject": f"{ask} {topic}", "body": f"{ask} {topic} {place}, case {i}?",
-             "category": topic} for i, (ask, topic, place) in enumerate(texts)]
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    return path
-
-
-def stored_state(index_dir: Path, database: str) -> dict:
-    """Everything a run leaves, keyed by question: fields and exact vector bytes."""
-    store = Store(database)
-    try:
-        with store.engine.connect() as connection:
-            rows = connection.exec_driver_sql(
-                "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
-            return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
-    finally:
-        store.close()
 
 
 def search_ids(index_dir: Path, database: str, model: Path, text: str, k: int = 5) -> list[str]:

@@ -3,68 +3,25 @@ the state (rows and vector bytes) of a run that was never interrupted."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import sqlite3
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from test_indexer import collection, stored_state, write_jsonl
+from helpers import (
+    ROOT,
+    answering_index_size,
+    collection,
+    index_command,
+    kill_when,
+    run_index,
+    stored_count,
+    stored_state,
+    write_jsonl,
+)
 
-from indexer.directory import check_index, open_index
-from indexer.vector_index import index_ids
+from indexer.directory import check_index
 
-ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = 3000
-
-
-def index_command(source: Path, index_dir: Path, model: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "app", "index", str(source), "--model", str(model), "--index",
-            str(index_dir), "--commit-every", "100", "--batch-size", "50", "--json", *extra]
-
-
-def run_index(*args: str | Path) -> None:
-    result = subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-
-
-def stored_count(database: Path) -> int:
-    try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1) as connection:
-            return connection.execute("SELECT count(*) FROM questions").fetchone()[0]
-    except sqlite3.OperationalError:  # not created yet, or busy
-        return -1
-
-
-def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay: float) -> None:
-    """SIGKILL once the store holds ``rows`` questions, or after ``delay`` seconds."""
-    started = time.monotonic()
-    while process.poll() is None:
-        if rows is not None and stored_count(database) >= rows:
-            break
-        if rows is None and time.monotonic() - started >= delay:
-            break
-        time.sleep(0.002)
-    if process.poll() is None:
-        os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def answering_index_size(index_dir: Path) -> int:
-    """Open the index as a search does, check that it finds one of its own vectors, and return
-    how many vectors it holds. (The probe comes from the FAISS file, not the store: a kill after
-    the prune's commit leaves the store ahead of the file, and a search skips ids it lacks.)"""
-    opened = open_index(index_dir)
-    try:
-        probe = opened.faiss.reconstruct(int(index_ids(opened.faiss)[0]))
-        assert opened.faiss.search(probe[None], 1)[1][0][0] >= 0
-        return int(opened.faiss.ntotal)
-    finally:
-        opened.close()
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_indexer import collection, stored_state, write_jsonl
-from test_indexer_faults import (
+from helpers import (
     ROOT,
     answering_index_size,
+    collection,
     index_command,
     kill_when,
     run_index,
     stored_count,
+    stored_state,
+    write_jsonl,
 )
 from typer.testing import CliRunner
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_tiny_model
-from test_indexer import QUIET, collection, write_jsonl
-from test_indexer_faults import ROOT
+from helpers import QUIET, ROOT, collection, make_tiny_model, write_jsonl
 from typer.testing import CliRunner
 
 from app.cli import app

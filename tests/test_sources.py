@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import write_bytes
+from helpers import write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

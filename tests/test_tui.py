@@ -8,7 +8,7 @@ import functools
 from pathlib import Path
 
 import pytest
-from test_indexer import QUIET, collection, write_jsonl
+from helpers import QUIET, collection, write_jsonl
 
 from app.tui import DEBOUNCE_S, MessageScreen, SearchApp
 from indexer.build import index_sources

@@ -1,0 +1,122 @@
+"""Helpers the test modules share: question collections, tiny models, index commands and
+what a run leaves behind. (Fixtures live in conftest.py.)"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from indexer.build import IndexOptions
+from indexer.directory import open_index
+from indexer.store import Store
+from indexer.vector_index import index_ids
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def index_command(source: Path, index_dir: Path, model: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "app", "index", str(source), "--model", str(model), "--index",
+            str(index_dir), "--commit-every", "100", "--batch-size", "50", "--json", *extra]
+
+
+def run_index(*args: str | Path) -> None:
+    result = subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def stored_count(database: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1) as connection:
+            return connection.execute("SELECT count(*) FROM questions").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return -1
+
+
+def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay: float) -> None:
+    """SIGKILL once the store holds ``rows`` questions, or after ``delay`` seconds."""
+    started = time.monotonic()
+    while process.poll() is None:
+        if rows is not None and stored_count(database) >= rows:
+            break
+        if rows is None and time.monotonic() - started >= delay:
+            break
+        time.sleep(0.002)
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def answering_index_size(index_dir: Path) -> int:
+    """Open the index as a search does, check that it finds one of its own vectors, and return
+    how many vectors it holds. (The probe comes from the FAISS file, not the store: a kill after
+    the prune's commit leaves the store ahead of the file, and a search skips ids it lacks.)"""
+    opened = open_index(index_dir)
+    try:
+        probe = opened.faiss.reconstruct(int(index_ids(opened.faiss)[0]))
+        assert opened.faiss.search(probe[None], 1)[1][0][0] >= 0
+        return int(opened.faiss.ntotal)
+    finally:
+        opened.close()
+
+
+QUIET = IndexOptions(show_progress=False)
+TOPICS = ["visa", "car", "pizza", "school", "flight", "salary", "apartment", "doctor"]
+ASKS = ["how do i find a good", "where can i get a cheap", "is it hard to get a", "who knows a"]
+PLACES = ["in doha", "near the pearl", "for expats", "this weekend"]
+
+
+def collection(count: int = 60) -> list[dict]:
+    """``count`` distinct questions (a case number tells apart the repeats of 128 phrasings)."""
+    texts = itertools.islice(itertools.cycle(itertools.product(ASKS, TOPICS, PLACES)), count)
+    return [{"id": f"q{i}", "subject": f"{ask} {topic}", "body": f"{ask} {topic} {place}, case {i}?",
+             "category": topic} for i, (ask, topic, place) in enumerate(texts)]
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+def stored_state(index_dir: Path, database: str) -> dict:
+    """Everything a run leaves, keyed by question: fields and exact vector bytes."""
+    store = Store(database)
+    try:
+        with store.engine.connect() as connection:
+            rows = connection.exec_driver_sql(
+                "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
+            return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
+    finally:
+        store.close()
+
+
+def write_bytes(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+TINY_TEXTS = ["how do i renew my visa", "where can i buy a cheap car", "best pizza in doha",
+              "visa renewal fees", "cheap flights to london", "good schools for kids"]
+
+
+def make_tiny_model(directory: Path, seed: int = 0) -> Path:
+    """A small untrained DAN saved as a model directory: fast, deterministic, distinct per seed."""
+    import torch
+
+    from train.encoders import DanEncoder
+    from train.model_io import TrainedModel, save_model
+    from train.text import Vocabulary
+
+    torch.manual_seed(seed)
+    vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,
+                                  bigram_buckets=1009)
+    save_model(TrainedModel(DanEncoder(vocabulary, embedding_dim=32, hidden=(48, 32))), directory)
+    return directory
+
+
