@@ -1,5 +1,10 @@
 """What every ``askalike`` command shares: the Typer apps, common options, one-line errors and
-figure printing. Commands live in one module per area and register themselves here."""
+figure printing. Commands live in one module per area and register themselves here.
+
+Start-up stays light: command modules import only typer, rich and the light modules of the
+library (``train.errors``, ``train.data_dir``, ``train.model_io``, ``indexer.choices``) at the
+top; each command imports the machinery it uses in its body.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from train.datasets import DATA_ENV_VAR
+from indexer.choices import DATABASE_ENV_VAR
+from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
 
 app = typer.Typer(help="Find questions alike in meaning.", no_args_is_help=True,
@@ -35,10 +41,13 @@ ModelOption = Annotated[str, typer.Option("--model", help="A model directory or 
                                           show_default=False)]
 
 
+
+
+
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
     str | None,
-    typer.Option("--db", envvar="ASKALIKE_DB", show_envvar=True,
+    typer.Option("--db", envvar=DATABASE_ENV_VAR, show_envvar=True,
                  help="Database URL (e.g. postgresql+psycopg://user@host/db) [default: SQLite in "
                       "the index directory, or the one the index was built with]."),
 ]

@@ -5,32 +5,45 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from app.common import DataDirOption, JsonOption, ModelOption, app, eval_app, print_figures, user_errors
-from retrieval.baselines import BASELINES
-from retrieval.cqa import CqaEvaluation, evaluate_scores
-from retrieval.model_card import model_figures
-from retrieval.reranker import Reranker
-from retrieval.scorer import format_report, score_run
-from train.corpus import conversation_pairs
-from train.datasets import (
-    CQA_SPLITS,
-    load_cqa_split,
-    read_cqa_run,
-    read_nli,
-    resolve_data_dir,
-    write_cqa_run,
+from app.common import (
+    DataDirOption,
+    JsonOption,
+    ModelOption,
+    app,
+    eval_app,
+    print_figures,
+    user_errors,
 )
-from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
-from train.model_io import DEFAULT_MODEL, ModelError, load_model
+from retrieval.baselines import BASELINES
+from train.data_dir import CQA_SPLITS
+from train.model_io import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from retrieval.cqa import CqaEvaluation
+    from train.inference import Encoder
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
 System = StrEnum("System", {name: name for name in BASELINES})
+TorchOption = Annotated[bool, typer.Option(
+    "--torch", help="Evaluate the torch training model instead of the exported encoder that "
+                    "search uses (numpy or ONNX Runtime).")]
+
+
+def _encoder(spec: str, use_torch: bool) -> Encoder:
+    """The encoder to evaluate: by default the one every query uses."""
+    if use_torch:
+        from train.trained_model import load_model
+
+        return load_model(spec).encoder  # type: ignore[return-value]
+    from train.inference import load_encoder
+
+    return load_encoder(spec)
 
 
 def _summary_json(evaluation: CqaEvaluation) -> str:
@@ -47,10 +60,19 @@ def eval_cqa(
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
                                                   "(one split and one system or model only).")] = None,
+    use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """SemEval 2016/2017 Task 3 subtask B: rank each original question's related questions."""
+    from rich.console import Console
+
+    from retrieval.cqa import evaluate_scores
+    from retrieval.reranker import Reranker
+    from retrieval.scorer import format_report
+    from train.data_dir import resolve_data_dir
+    from train.datasets import load_cqa_split, write_cqa_run
+
     systems, models = system or [], model or []
     if not systems and not models:
         raise typer.BadParameter("give at least one --system or --model")
@@ -58,7 +80,7 @@ def eval_cqa(
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
         root = resolve_data_dir(data_dir)
-        rerankers = {spec: Reranker(load_model(spec).encoder) for spec in models}
+        rerankers = {spec: Reranker(_encoder(spec, use_torch)) for spec in models}
         evaluations = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
@@ -80,6 +102,8 @@ def eval_cqa(
 
 
 def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
+    from rich.table import Table
+
     table = Table(title="CQA subtask B (MAP and AvgRec as fractions, MRR x100)")
     for column in ("split", "system", "MAP", "AvgRec", "MRR", "queries"):
         table.add_column(column, justify="left" if column in ("split", "system") else "right")
@@ -97,6 +121,9 @@ def score(
     as_json: JsonOption = False,
 ) -> None:
     """Score an official-format prediction file against a gold file, like the SemEval scorer."""
+    from retrieval.scorer import format_report, score_run
+    from train.datasets import read_cqa_run
+
     with user_errors():
         report = score_run(read_cqa_run(gold), read_cqa_run(predictions))
     typer.echo(json.dumps(report.summary()) if as_json else format_report(report))
@@ -109,14 +136,18 @@ def eval_sts(
     split: Annotated[str, typer.Option(help="STS Benchmark split: dev or test.")] = "dev",
     tuned: Annotated[bool, typer.Option(help="Fit Yang et al.'s transformation on STSb train "
                                              "first (4.4.1).")] = False,
+    use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
+    from train.data_dir import resolve_data_dir
+    from train.evaluation import evaluate_stsb
+
     if split not in ("dev", "test"):
         raise typer.BadParameter("--split is dev or test")
     with user_errors():
-        figures = evaluate_stsb(load_model(model).encoder, resolve_data_dir(data_dir), split, tuned)
+        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned)
     print_figures(f"STS Benchmark {split} ({'tuned' if tuned else 'raw'}): {model}",
                    {"model": model, **figures}, as_json)
 
@@ -126,6 +157,11 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
                   data_dir: DataDirOption = None) -> None:
     """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
     (Yang Table 1)."""
+    from train.corpus import conversation_pairs
+    from train.data_dir import resolve_data_dir
+    from train.evaluation import response_precision
+    from train.trained_model import load_model  # the response head is part of the torch model
+
     with user_errors():
         root = resolve_data_dir(data_dir)
         loaded = load_model(model)
@@ -139,6 +175,12 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
 def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
              data_dir: DataDirOption = None) -> None:
     """SNLI test accuracy of the model's NLI head."""
+    from train.data_dir import resolve_data_dir
+    from train.datasets import read_nli
+    from train.evaluation import nli_accuracy
+    from train.model_io import ModelError
+    from train.trained_model import load_model  # the NLI head is part of the torch model
+
     with user_errors():
         pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
         try:
@@ -149,11 +191,14 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
 
 
 @eval_app.command("transfer")
-def eval_transfer(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
-                  data_dir: DataDirOption = None) -> None:
+def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = False,
+                  as_json: JsonOption = False, data_dir: DataDirOption = None) -> None:
     """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
+    from train.data_dir import resolve_data_dir
+    from train.evaluation import evaluate_transfer
+
     with user_errors():
-        figures = evaluate_transfer(load_model(model).encoder, resolve_data_dir(data_dir))
+        figures = evaluate_transfer(_encoder(model, use_torch), resolve_data_dir(data_dir))
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
 
@@ -162,19 +207,26 @@ def eval_card(
     model: ModelOption = DEFAULT_MODEL,
     with_test: Annotated[bool, typer.Option(help="Also the test splits: once per finished model, "
                                                  "never to make choices.")] = False,
-    write: Annotated[bool, typer.Option(help="Record the figures in MODEL/metrics.json "
-                                             "(under \"evaluation\").")] = False,
+    write: Annotated[bool, typer.Option(
+        help="Record the figures in MODEL/metrics.json (under \"evaluation\", or "
+             "\"evaluation_torch\" with --torch).")] = False,
+    use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
+    from retrieval.model_card import model_figures
+    from train.data_dir import resolve_data_dir
+    from train.model_io import ModelError
+
     metrics_path = Path(model) / "metrics.json"
     with user_errors():
         if write and not (Path(model) / "config.json").is_file():
             raise ModelError(f"{model}: --write needs a model directory")
-        figures = model_figures(load_model(model).encoder, resolve_data_dir(data_dir), with_test)
+        figures = model_figures(_encoder(model, use_torch), resolve_data_dir(data_dir), with_test)
         if write:
             metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-            metrics_path.write_text(json.dumps({**metrics, "evaluation": figures}, indent=2) + "\n")
+            key = "evaluation_torch" if use_torch else "evaluation"
+            metrics_path.write_text(json.dumps({**metrics, key: figures}, indent=2) + "\n")
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

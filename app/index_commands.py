@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -18,11 +17,7 @@ from app.common import (
     stderr,
     user_errors,
 )
-from indexer.build import IndexOptions, index_sources
-from indexer.directory import check_index, index_info, repair_index
-from indexer.manifest import DEFAULT_INDEX_DIR
-from indexer.sources import OnError
-from indexer.vector_index import INDEX_TYPES
+from indexer.choices import DEFAULT_INDEX_DIR, INDEX_TYPES, OnError
 
 IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.")
 
@@ -50,15 +45,16 @@ def index(
     as_json: JsonOption = False,
 ) -> None:
     """Index question collections: new and changed questions are embedded, the rest kept."""
+    from dataclasses import asdict
+
+    from indexer.build import IndexOptions, index_sources
+
     if threads is not None:
         import faiss
-        import torch
 
-        torch.set_num_threads(threads)
         faiss.omp_set_num_threads(threads)
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
-                           commit_every=commit_every,
-                           show_progress=not as_json)
+                           commit_every=commit_every, show_progress=not as_json, threads=threads)
     with user_errors():
         report = index_sources(index_dir, sources, model, database, options)
     for problem in report.skipped:
@@ -75,6 +71,8 @@ def index(
 def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: DatabaseOption = None,
                        as_json: JsonOption = False) -> None:
     """Counts, model, index type and size on disk of an index."""
+    from indexer.directory import index_info
+
     with user_errors():
         info = index_info(index_dir, database)
     print_figures(f"Index {index_dir}", info, as_json)
@@ -89,6 +87,8 @@ def check(
     as_json: JsonOption = False,
 ) -> None:
     """Verify that the database and the FAISS index agree; exit 1 when they do not."""
+    from indexer.directory import check_index, repair_index
+
     with user_errors():
         if repair:
             repair_index(index_dir, database)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from app.common import (
     DatabaseOption,
@@ -22,14 +19,13 @@ from app.common import (
     similarity_bar,
     user_errors,
 )
-from indexer.manifest import DEFAULT_INDEX_DIR
-from retrieval.cqa import predictions_from_scores
-from retrieval.reranker import Reranker, write_trec_run
-from retrieval.scorer import format_report, score_run
-from retrieval.searcher import Searcher, SearchFilters, SearchResult
-from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
-from train.model_io import DEFAULT_MODEL, load_encoder
-from train.similarity import angular_similarity, pair_cosine, require_text
+from indexer.choices import DEFAULT_INDEX_DIR
+from train.model_io import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from retrieval.searcher import SearchResult
 
 
 def _queries(query: str | None) -> list[str]:
@@ -41,6 +37,8 @@ def _queries(query: str | None) -> list[str]:
 
 
 def _results_table(query: str, results: list[SearchResult]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"“{query}”", title_justify="left", expand=False)
     table.add_column("#", justify="right")
     table.add_column("sim 0-5", justify="right")
@@ -68,6 +66,10 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
 ) -> None:
     """Search an index by meaning."""
+    from rich.console import Console
+
+    from retrieval.searcher import Searcher, SearchFilters
+
     queries = _queries(query)
     filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
     with user_errors(), Searcher(index_dir, database) as searcher:
@@ -95,6 +97,12 @@ def rerank(
     as_json: JsonOption = False,
 ) -> None:
     """Rerank each original question's related questions by cosine (batch, SemEval format)."""
+    from retrieval.cqa import predictions_from_scores
+    from retrieval.reranker import Reranker, write_trec_run
+    from retrieval.scorer import format_report, score_run
+    from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
+    from train.inference import load_encoder
+
     with user_errors():
         questions = list(read_cqa_questions(input_file))
         scores = Reranker(load_encoder(model)).scores(questions)
@@ -120,6 +128,11 @@ def similar(
     as_json: JsonOption = False,
 ) -> None:
     """Cosine and 0-5 similarity of two texts."""
+    import numpy as np
+
+    from train.inference import load_encoder
+    from train.similarity import angular_similarity, pair_cosine, require_text
+
     with user_errors():
         require_text([first, second])
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
@@ -138,5 +151,6 @@ def tui(
 ) -> None:
     """Browse the index by meaning in a full-screen terminal app."""
     from app.tui import SearchApp  # Textual loads only for the TUI
+    from retrieval.searcher import Searcher
 
     SearchApp(lambda: Searcher(index_dir, database), k=k).run()

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from app.common import DataDirOption, app, user_errors
-from train.config import ConfigError, load_config
-from train.datasets import resolve_data_dir
 
 
 @app.command("train")
@@ -25,6 +23,8 @@ def train(
     data_dir: DataDirOption = None,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
+    from train.config import ConfigError, load_config
+    from train.data_dir import resolve_data_dir
     from train.trainer import Trainer  # loads torch training machinery only when training
 
     with user_errors():
@@ -39,3 +39,28 @@ def train(
         except (FileExistsError, ValueError) as err:
             raise ConfigError(str(err)) from None
     typer.echo(f"saved {directory / 'model'}")
+
+
+@app.command("export")
+def export(
+    model: Annotated[Path, typer.Argument(help="A transformer model directory (models/accurate, "
+                                               "runs/NAME/model).")],
+    quantize: Annotated[bool, typer.Option(help="Quantise the weights to int8 (per channel).")] = True,
+) -> None:
+    """(Re)write MODEL/model.onnx, the export that answers queries without torch. `train` writes
+    it with every transformer model; this refreshes a model saved before, or changes its
+    quantisation."""
+    import json
+
+    from train.model_io import ModelError, read_model_config
+    from train.onnx_export import EXPORTED_KINDS, export_onnx
+    from train.trained_model import load_model
+
+    with user_errors():
+        config = read_model_config(model)
+        if config["kind"] not in EXPORTED_KINDS:
+            raise ModelError(f"{model}: a {config['kind']} model runs in numpy; nothing to export")
+        config["inference"] = export_onnx(load_model(model).encoder, model,
+                                          weight_dtype=config.get("dtype", "float32"), quantize=quantize)
+        (model / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    typer.echo(f"wrote {model / config['inference']['file']}")

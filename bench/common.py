@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from train.datasets import read_conversations, read_cqa_collection, resolve_data_dir
+from train.data_dir import resolve_data_dir
+from train.datasets import read_conversations, read_cqa_collection
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"

@@ -29,7 +29,7 @@ from indexer.vector_index import (
     read_index,
     write_index,
 )
-from train.model_io import load_encoder
+from train.inference import load_encoder
 
 QUERIES = 1000
 K = 10

@@ -19,7 +19,7 @@ import torch
 from bench.common import ROOT, markdown_table, write_section
 from train.config import load_config
 from train.corpus import TrainingData, conversation_pairs
-from train.datasets import resolve_data_dir
+from train.data_dir import resolve_data_dir
 from train.trainer import Trainer
 
 SLICE = 200_000

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from indexer.choices import DATABASE_ENV_VAR, INDEX_TYPES, OnError
 from indexer.manifest import (
     IndexDirectoryError,
     Manifest,
@@ -27,10 +28,9 @@ from indexer.manifest import (
     read_manifest,
     write_manifest,
 )
-from indexer.sources import OnError, SourceQuestion, read_source
+from indexer.sources import SourceQuestion, read_source
 from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
 from indexer.vector_index import (
-    INDEX_TYPES,
     IndexBuildError,
     build_index,
     choose_parameters,
@@ -40,10 +40,8 @@ from indexer.vector_index import (
     write_index,
 )
 from train.datasets import DataError
-from train.encoders import SentenceEncoder
-from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, load_encoder, weights_fingerprint
-
-DATABASE_ENV_VAR = "ASKALIKE_DB"
+from train.inference import Encoder, load_encoder
+from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, weights_fingerprint
 
 
 @dataclass
@@ -54,6 +52,7 @@ class IndexOptions:
     batch_size: int = 256
     commit_every: int = 2048  # questions per transaction: the most an interrupt can cost
     show_progress: bool = True
+    threads: int | None = None  # CPU threads for the encoder [default: all]
 
 
 @dataclass
@@ -92,7 +91,7 @@ def source_name(path: Path) -> str:
     return str(path.resolve())
 
 
-def model_identity(spec: str, encoder: SentenceEncoder) -> EncoderIdentity:
+def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
     model = spec if spec.startswith(PRETRAINED_PREFIX) else str(Path(spec).resolve())
     return EncoderIdentity(model, weights_fingerprint(spec), encoder.dim)
 
@@ -135,7 +134,7 @@ def _progress(enabled: bool) -> Progress:
                     TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
 
 
-def _embed_and_store(store: Store, encoder: SentenceEncoder, pending: list[_Pending],
+def _embed_and_store(store: Store, encoder: Encoder, pending: list[_Pending],
                      options: IndexOptions, report: IndexReport) -> None:
     started = time.perf_counter()
     with _progress(options.show_progress) as progress:
@@ -218,7 +217,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             problems: list[DataError] = []
             read = [(source_name(path), read_source(path, options.on_error, problems))
                     for path in sources]
-            encoder = load_encoder(spec)
+            encoder = load_encoder(spec, threads=options.threads)
             identity = model_identity(spec, encoder)
             store.bind_encoder(identity)
             report = IndexReport(str(index_dir), masked_url(database), identity.model,

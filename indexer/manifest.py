@@ -16,7 +16,6 @@ from typing import Any
 from indexer.store import EncoderIdentity
 from train.errors import UserError
 
-DEFAULT_INDEX_DIR = Path("askalike-index")
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "index.lock"
 FORMAT_VERSION = 1

@@ -14,10 +14,10 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from indexer.choices import OnError
 from train.datasets import (
     DataError,
     OriginalQuestion,
@@ -31,11 +31,6 @@ SUBJECT_COLUMNS = ("subject", "title")
 BODY_COLUMN = "body"
 ID_COLUMN = "id"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines
-
-
-class OnError(StrEnum):
-    stop = "stop"
-    skip = "skip"
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from typing import Any
 import faiss
 import numpy as np
 
+from indexer.choices import INDEX_TYPES
 from train.errors import UserError
 
-INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 HNSW_LINKS = 32
 PQ_MIN_TRAINING = 39 * 16  # FAISS wants >= 39 training points per centroid, 2^4 centroids at least
 

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-import bm25s
-import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
-
-from train.datasets import OriginalQuestion
+if TYPE_CHECKING:  # the CLI lists BASELINES at start-up: this module imports nothing heavy
+    from train.datasets import OriginalQuestion
 
 Scores = list[list[float]]
-BaselineRanker = Callable[[Sequence[OriginalQuestion], int], Scores]
+BaselineRanker = Callable[[Sequence["OriginalQuestion"], int], Scores]
 
 _WORD = re.compile(r"\w+")
-_STOPWORDS = frozenset(STOPWORDS_EN)
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
 
 
 def ir_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
@@ -30,13 +35,15 @@ def ir_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
 
 
 def random_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return [rng.random(len(q.related)).tolist() for q in questions]
 
 
 def bm25_tokens(text: str) -> list[str]:
     """Lowercased word tokens without English stopwords (SemEval 2016 texts use ';' for ',')."""
-    return [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
+    return [token for token in _WORD.findall(text.lower()) if token not in _stopwords()]
 
 
 def bm25_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
@@ -44,6 +51,8 @@ def bm25_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
     against its related questions' subject+body. Term statistics come from all related
     questions of the given collection (each counted once), so IDF is not estimated from 10
     documents alone."""
+    import bm25s
+
     del seed  # deterministic
     documents: dict[str, list[str]] = {}
     for question in questions:

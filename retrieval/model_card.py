@@ -9,14 +9,14 @@ from typing import Any
 from retrieval.cqa import evaluate_scores
 from retrieval.reranker import Reranker
 from train.datasets import load_cqa_split, read_sts_benchmark, stsb_path
-from train.encoders import SentenceEncoder
 from train.evaluation import evaluate_sts, fit_sts_transform
+from train.inference import Encoder
 
 TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
 ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}
 
 
-def model_figures(encoder: SentenceEncoder, data_dir: Path, with_test: bool) -> dict[str, Any]:
+def model_figures(encoder: Encoder, data_dir: Path, with_test: bool) -> dict[str, Any]:
     """{"stsb": {split: {"raw": r, "tuned": r}}, "cqa_map": {split: MAP}}, rounded as
     ``askalike eval sts/cqa --json`` print them."""
     splits = ALL_SPLITS if with_test else TUNING_SPLITS

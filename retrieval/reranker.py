@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from train.datasets import OriginalQuestion
-from train.encoders import SentenceEncoder
+from train.inference import Encoder
 
 
 class Reranker:
-    def __init__(self, encoder: SentenceEncoder, batch_size: int = 256) -> None:
+    def __init__(self, encoder: Encoder, batch_size: int = 256) -> None:
         self.encoder = encoder
         self.batch_size = batch_size
 

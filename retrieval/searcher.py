@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from indexer.directory import OpenIndex, open_index
 from indexer.store import QuestionRow
-from train.encoders import SentenceEncoder
 from train.errors import UserError
-from train.model_io import load_encoder, weights_fingerprint
+from train.inference import Encoder, load_encoder
+from train.model_io import weights_fingerprint
 from train.similarity import angular_similarity
 
 EXCERPT_CHARS = 240
@@ -84,7 +84,7 @@ class Searcher:
     """An open index plus its encoder, loaded once per process."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
-                 encoder: SentenceEncoder | None = None) -> None:
+                 encoder: Encoder | None = None) -> None:
         self.index: OpenIndex = open_index(index_dir, database)
         identity = self.index.manifest.encoder
         spec = model or identity.model

@@ -110,8 +110,8 @@ def make_tiny_model(directory: Path, seed: int = 0) -> Path:
     import torch
 
     from train.encoders import DanEncoder
-    from train.model_io import TrainedModel, save_model
     from train.text import Vocabulary
+    from train.trained_model import TrainedModel, save_model
 
     torch.manual_seed(seed)
     vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,

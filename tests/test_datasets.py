@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from train.corpus import labelled_cqa_pairs
+from train.data_dir import resolve_data_dir
 from train.datasets import (
     CQA_SPLITS,
     DataError,
@@ -21,7 +22,6 @@ from train.datasets import (
     read_sts_benchmark,
     read_sts_year,
     read_word_vectors,
-    resolve_data_dir,
 )
 
 # ---------------------------------------------------------------- real files

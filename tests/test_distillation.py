@@ -6,8 +6,8 @@ import torch
 
 from train.distillation import CHUNK, distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import DanEncoder
-from train.model_io import TrainedModel, save_model
 from train.text import Vocabulary
+from train.trained_model import TrainedModel, save_model
 
 
 def test_distillation_texts_are_distinct_seeded_and_limited():

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from train.encoders import CseEncoder, DanEncoder, TransformerSentenceEncoder, timing_signal
-from train.model_io import ModelError, TrainedModel, load_model, save_model
+from train.model_io import ModelError
 from train.objectives import NliHead, ResponseSelectionHead
 from train.text import Vocabulary
+from train.trained_model import TrainedModel, load_model, save_model
 
 TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please",
          "visa", "best pizza"]
@@ -47,7 +48,7 @@ def test_padding_never_changes_an_embedding(kind):
 
 def test_dan_divides_the_sum_by_sqrt_n():
     encoder = make("dan")
-    batch = VOCABULARY.encode(["visa best pizza"], 64)
+    batch = encoder.tokenize(["visa best pizza"])
     words, bigrams = batch["words"][0], batch["bigrams"][0]
     total = encoder.words(words).sum(0) + encoder.bigrams(bigrams[bigrams > 0]).sum(0)
     n = 3 + 2  # three words, two bigrams
@@ -58,7 +59,7 @@ def test_dan_divides_the_sum_by_sqrt_n():
 def test_cse_is_width_concatenated_sum_pooling():
     encoder = make("cse")
     assert encoder.dim == 3 * 4
-    batch = VOCABULARY.encode(["visa"], 64)
+    batch = encoder.tokenize(["visa"])
     x = encoder.words(batch["words"]).transpose(1, 2)
     width3 = encoder.convolutions[2](x).sum(dim=2)  # one word, wide conv: 3 windows see it
     assert torch.allclose(encoder(batch)[0, 8:], width3[0], atol=1e-6)

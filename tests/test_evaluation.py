@@ -6,7 +6,7 @@ import torch
 
 from train.encoders import SentenceEncoder
 from train.evaluation import response_precision
-from train.model_io import TrainedModel
+from train.trained_model import TrainedModel
 
 
 class BagOfWords(SentenceEncoder):

@@ -12,13 +12,13 @@ import pytest
 from helpers import ASKS, PLACES, QUIET, TOPICS, collection, make_tiny_model, stored_state, write_jsonl
 
 from indexer.build import IndexOptions, index_sources
+from indexer.choices import OnError
 from indexer.directory import check_index, index_info, open_index, repair_index
 from indexer.manifest import IndexDirectoryError, index_lock, read_manifest
-from indexer.sources import OnError
 from indexer.store import Store, StoreError
 from indexer.vector_index import IndexBuildError, index_ids
 from train.datasets import DataError
-from train.model_io import load_encoder
+from train.inference import load_encoder
 
 
 def search_ids(index_dir: Path, database: str, model: Path, text: str, k: int = 5) -> list[str]:

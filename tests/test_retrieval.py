@@ -12,7 +12,7 @@ from app.cli import app
 from indexer.build import index_sources
 from retrieval.reranker import Reranker
 from retrieval.searcher import Searcher, SearchError, SearchFilters
-from train.model_io import load_encoder
+from train.inference import load_encoder
 
 runner = CliRunner()
 

@@ -11,7 +11,8 @@ from helpers import write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.sources import OnError, clean_text, read_source
+from indexer.choices import OnError
+from indexer.sources import clean_text, read_source
 from train.datasets import DataError
 
 

@@ -18,7 +18,7 @@ from train.config import parse_config
 from train.corpus import TrainingData, conversation_pairs
 from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
-from train.model_io import load_model, save_model
+from train.trained_model import load_model, save_model
 from train.trainer import Trainer
 
 ENCODERS = {

@@ -51,7 +51,7 @@ def teacher_vectors(teacher: str, texts: Sequence[str], cache_dir: Path,
                     show_progress: bool = True) -> np.ndarray:
     """The teacher's L2-normalised embeddings of ``texts``, shape (len(texts), teacher dim),
     computed chunk by chunk into ``cache_dir`` (chunks of other texts or teachers are removed)."""
-    from train.model_io import load_encoder  # model_io imports the encoders, not the reverse
+    from train.trained_model import load_model  # the exact (torch) teacher; it imports the encoders
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     paths = [_chunk_path(cache_dir, teacher, start, texts[start : start + CHUNK])
@@ -60,7 +60,7 @@ def teacher_vectors(teacher: str, texts: Sequence[str], cache_dir: Path,
         stale.unlink()
     missing = [(index, path) for index, path in enumerate(paths) if not path.is_file()]
     if missing:
-        encoder = load_encoder(teacher)
+        encoder = load_model(teacher).encoder
         if hasattr(encoder, "max_length"):
             encoder.max_length = min(encoder.max_length, TEACHER_MAX_LENGTH)
         with Progress(disable=not show_progress) as progress:

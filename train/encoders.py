@@ -79,7 +79,8 @@ class VocabularyEncoder(SentenceEncoder):
         self.max_length = max_length
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-        return self.vocabulary.encode(texts, self.max_length)
+        return {name: torch.from_numpy(ids) for name, ids in
+                self.vocabulary.encode(texts, self.max_length).items()}
 
     words: nn.Embedding  # every vocabulary encoder embeds its words in ``self.words``
 

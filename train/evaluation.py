@@ -24,8 +24,8 @@ from train.datasets import (
     stsb_path,
 )
 from train.encoders import SentenceEncoder
-from train.model_io import TrainedModel
 from train.similarity import angular_similarity
+from train.trained_model import TrainedModel
 
 STS_YEARS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
 

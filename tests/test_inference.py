@@ -1,0 +1,123 @@
+"""Inference without torch: the numpy and ONNX Runtime encoders compute what the torch models
+compute, from the same model directory, and the query commands never import torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import ROOT, collection, write_jsonl
+
+from indexer.build import IndexOptions, index_sources
+from train.encoders import VOCABULARY_ENCODERS
+from train.inference import load_encoder
+from train.model_io import ONNX_FILE, ModelError, pretrained_export_dir
+from train.onnx_export import export_onnx
+from train.text import Vocabulary
+from train.trained_model import TrainedModel, load_model, save_model
+
+TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please", "visa",
+         "best pizza", "", "zebra crossing unknown words !!", "?"]
+VOCABULARY = Vocabulary.build(TEXTS * 2, max_size=100, min_count=1, oov_buckets=5, bigram_buckets=31)
+SMALL = {"dan": {"embedding_dim": 16, "hidden": (24, 12)},
+         "cse": {"embedding_dim": 16, "maps": 4},
+         "transformer": {"hidden": 16, "layers": 2, "heads": 2, "filter_size": 32}}
+
+
+def saved_model(directory: Path, kind: str) -> Path:
+    import torch
+
+    torch.manual_seed(0)
+    save_model(TrainedModel(VOCABULARY_ENCODERS[kind](VOCABULARY, **SMALL[kind])), directory)
+    return directory
+
+
+@pytest.mark.parametrize("kind", ["dan", "cse"])
+def test_numpy_encoder_equals_the_torch_model(tmp_path, kind):
+    directory = saved_model(tmp_path / kind, kind)
+    expected = load_model(directory).encoder.encode(TEXTS)
+    encoder = load_encoder(directory)
+    assert type(encoder).__module__ == "train.static_encoders"
+    np.testing.assert_allclose(encoder.encode(TEXTS), expected, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode(TEXTS, normalize=False),
+                               load_model(directory).encoder.encode(TEXTS, normalize=False), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_transformer_export_is_exact_unquantised_and_close_quantised(tmp_path):
+    directory = saved_model(tmp_path / "transformer", "transformer")
+    assert json.loads((directory / "config.json").read_text())["inference"]["file"] == ONNX_FILE
+    expected = load_model(directory).encoder.encode(TEXTS)
+    quantised = load_encoder(directory).encode(TEXTS)
+    assert np.min(np.sum(quantised * expected, axis=1)) > 0.98
+    export_onnx(load_model(directory).encoder, directory, quantize=False)
+    np.testing.assert_allclose(load_encoder(directory).encode(TEXTS), expected, atol=1e-5)
+
+
+def test_a_transformer_saved_without_its_export_is_exported_on_first_use(tmp_path):
+    directory = saved_model(tmp_path / "transformer", "transformer")
+    (directory / ONNX_FILE).unlink()
+    vectors = load_encoder(directory).encode(TEXTS)
+    assert (directory / ONNX_FILE).is_file()
+    assert np.min(np.sum(vectors * load_model(directory).encoder.encode(TEXTS), axis=1)) > 0.98
+
+
+def test_a_damaged_onnx_file_is_a_clear_error(tmp_path):
+    directory = saved_model(tmp_path / "transformer", "transformer")
+    (directory / ONNX_FILE).write_bytes(b"not an onnx graph")
+    with pytest.raises(ModelError, match=r"model\.onnx: cannot load the ONNX model"):
+        load_encoder(directory)
+
+
+QUESTIONS = ["How can I renew my residence permit in Qatar?", "Where can I buy a cheap second-hand car?",
+             "Which beach is good for swimming with kids?", "Is it safe to drink tap water in Doha?",
+             "How long does a family visa take to process?", "Any good Indian restaurants near the Pearl?",
+             "A man is playing a guitar on stage.", "Two dogs are running through a snowy field."]
+
+
+def test_shipped_accurate_model_export_agrees_with_its_torch_model():
+    directory = ROOT / "models" / "accurate"
+    cosines = np.sum(load_encoder(directory).encode(QUESTIONS)
+                     * load_model(directory).encoder.encode(QUESTIONS), axis=1)
+    assert cosines.min() > 0.98, cosines
+
+
+@pytest.mark.slow
+def test_pretrained_peer_is_exported_once_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    encoder = load_encoder("pretrained:all-MiniLM-L6-v2")
+    assert (pretrained_export_dir("all-MiniLM-L6-v2") / ONNX_FILE).is_file()
+    reference = load_model("pretrained:all-MiniLM-L6-v2").encoder.encode(TEXTS[:4])
+    assert np.min(np.sum(encoder.encode(TEXTS[:4]) * reference, axis=1)) > 0.98
+
+
+QUERY_WITHOUT_TORCH = textwrap.dedent("""
+    import json, sys
+    from app.cli import main
+    sys.argv = ["askalike", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as exit:
+        assert not exit.code, exit.code
+    heavy = [name for name in ("torch", "transformers", "scipy") if name in sys.modules]
+    print(json.dumps({"heavy": heavy}), file=sys.stderr)
+""")
+
+
+@pytest.mark.parametrize("model", ["accurate", "fast"])
+def test_search_and_similar_do_not_import_torch(tmp_path, model):
+    model_dir = ROOT / "models" / model
+    source = write_jsonl(tmp_path / "questions.jsonl", collection(30))
+    index_sources(tmp_path / "index", [source], str(model_dir), options=IndexOptions(show_progress=False))
+    for command in (["search", "visa for my wife", "--index", str(tmp_path / "index"), "--json"],
+                    ["similar", "visa renewal", "renewing a visa", "--model", str(model_dir)]):
+        result = subprocess.run([sys.executable, "-c", QUERY_WITHOUT_TORCH, *command], cwd=ROOT,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stderr.strip().splitlines()[-1]) == {"heavy": []}, command
+        assert result.stdout.strip()

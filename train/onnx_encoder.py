@@ -1,0 +1,103 @@
+"""Transformer encoders in ONNX Runtime: the graph ``train.onnx_export`` wrote, fed by the
+``tokenizers`` package (pretrained backbones) or the project's own vocabulary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from train.inference import Encoder
+from train.model_io import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
+from train.text import Vocabulary
+
+Tokenize = Callable[[Sequence[str]], dict[str, np.ndarray]]
+PRETRAINED_MAX_LENGTH = 256  # as PretrainedEncoder and sentence-transformers' all-MiniLM-L6-v2
+
+
+def subword_tokenizer(directory: Path, max_length: int) -> Tokenize:
+    """A Hugging Face fast tokenizer (tokenizer.json) as the backbone was trained with: padded
+    to the longest text of a batch, truncated at ``max_length`` tokens."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    settings_path = directory / "tokenizer_config.json"
+    settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+    pad_token = settings.get("pad_token") or "[PAD]"
+    tokenizer.enable_truncation(max_length)
+    tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad_token) or 0, pad_token=pad_token)
+
+    def tokenize(texts: Sequence[str]) -> dict[str, np.ndarray]:
+        encodings = tokenizer.encode_batch(list(texts))
+        return {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+
+    return tokenize
+
+
+def vocabulary_tokenizer(directory: Path, max_length: int) -> Tokenize:
+    vocabulary = Vocabulary.load(directory / "vocab.json")
+    return lambda texts: vocabulary.encode(texts, max_length)
+
+
+class OnnxEncoder(Encoder):
+    kinds = ("pretrained", "transformer")
+
+    def __init__(self, kind: str, model_file: Path, tokenize: Tokenize, threads: int | None) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        try:
+            self.session = onnxruntime.InferenceSession(str(model_file), options,
+                                                        providers=["CPUExecutionProvider"])
+        except Exception as err:  # ONNX Runtime raises its own exception types for a damaged file
+            raise ModelError(f"{model_file}: cannot load the ONNX model ({err})") from None
+        self.kind, self.tokenize = kind, tokenize
+        self.input_names = [node.name for node in self.session.get_inputs()]
+        self.dim = int(self.session.get_outputs()[0].shape[-1])
+
+    @classmethod
+    def from_directory(cls, directory: Path, config: dict[str, Any], threads: int | None) -> OnnxEncoder:
+        kind, max_length = config["kind"], config["encoder"]["max_length"]
+        if not (directory / ONNX_FILE).is_file():
+            _export(directory, lambda: _load_torch_encoder(directory))
+        tokenize = (subword_tokenizer(directory / "backbone", max_length) if kind == "pretrained"
+                    else vocabulary_tokenizer(directory, max_length))
+        return cls(kind, directory / ONNX_FILE, tokenize, threads)
+
+    @classmethod
+    def for_pretrained(cls, name: str, threads: int | None) -> OnnxEncoder:
+        export_dir = pretrained_export_dir(name)
+        if not (export_dir / ONNX_FILE).is_file():
+            _export(export_dir, lambda: _load_torch_encoder(f"pretrained:{name}"))
+        return cls("pretrained", export_dir / ONNX_FILE,
+                   subword_tokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        arrays = self.tokenize(texts)
+        return self.session.run(None, {name: arrays[name] for name in self.input_names})[0]
+
+
+def _load_torch_encoder(spec: str | Path):
+    from train.trained_model import load_model
+
+    return load_model(spec).encoder
+
+
+def _export(directory: Path, torch_encoder: Callable[[], Any]) -> None:
+    """The one-time export of a transformer that has no ONNX file yet (needs torch)."""
+    from train.onnx_export import export_onnx
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        export_onnx(torch_encoder(), directory)
+    except OSError as err:
+        raise ModelError(f"{directory}: cannot write the ONNX export of this model ({err}); "
+                         f"set ASKALIKE_CACHE to a writable folder or re-save the model") from None

@@ -1,0 +1,101 @@
+"""The DAN and CSE encoders in numpy, read from the weights their torch models were saved with.
+
+Both are linear in their word embeddings up to the pooling, so inference is a table lookup, a
+sum and a few small matrix products; no torch needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from train.inference import Encoder
+from train.model_io import ModelError
+from train.text import PAD, Vocabulary
+
+
+def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
+    """The ``encoder.*`` tensors of model.safetensors as float32 arrays (prefix removed)."""
+    from safetensors import safe_open
+
+    path = directory / "model.safetensors"
+    try:
+        with safe_open(str(path), framework="numpy") as weights:
+            return {key.removeprefix("encoder."): weights.get_tensor(key).astype(np.float32)
+                    for key in weights.keys() if key.startswith("encoder.")}  # noqa: SIM118
+    except (OSError, ValueError) as err:
+        raise ModelError(f"{path}: cannot read the weights ({err})") from None
+
+
+def _lookup_sum(table: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the sum of the embeddings of its non-padding ids, and how many there are."""
+    mask = ids != PAD
+    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table[ids])
+    return total, mask.sum(axis=1)
+
+
+class StaticDanEncoder(Encoder):
+    """DAN (Yang et al. 2.3.1): (word + bigram embedding sums) / sqrt(n), then a feed-forward
+    stack of linear layers with tanh between them."""
+
+    kind = "dan"
+
+    def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
+        self.vocabulary, self.max_length = vocabulary, max_length
+        self.words = weights["words.weight"]
+        self.bigrams = weights.get("bigrams.weight")
+        layer_ids = sorted({int(key.split(".")[1]) for key in weights if key.startswith("feed_forward.")})
+        self.layers = [(weights[f"feed_forward.{i}.weight"].T.copy(), weights[f"feed_forward.{i}.bias"])
+                       for i in layer_ids]
+        self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.shape[1]
+
+    @classmethod
+    def from_directory(cls, directory: Path, config: dict[str, Any]) -> StaticDanEncoder:
+        return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
+                   config["encoder"]["max_length"])
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        ids = self.vocabulary.encode(texts, self.max_length)
+        total, count = _lookup_sum(self.words, ids["words"])
+        if self.bigrams is not None:
+            bigram_total, bigram_count = _lookup_sum(self.bigrams, ids["bigrams"])
+            total, count = total + bigram_total, count + bigram_count
+        hidden = total / np.sqrt(np.maximum(count, 1))[:, None]
+        for i, (weight, bias) in enumerate(self.layers):
+            hidden = hidden @ weight + bias
+            if i < len(self.layers) - 1:
+                hidden = np.tanh(hidden)
+        return hidden
+
+
+class StaticCseEncoder(Encoder):
+    """CSE (Jiao et al. 3.1): wide convolutions of widths 1, 2, 3 without bias or activation,
+    sum pooled over every window that sees a word. Every word then meets every kernel tap once,
+    so each width's output is (the sum of its kernel taps) @ (the sum of the word embeddings)."""
+
+    kind = "cse"
+
+    def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
+        self.vocabulary, self.max_length = vocabulary, max_length
+        self.words = weights["words.weight"]
+        kernels = [weights[key] for key in sorted(k for k in weights if k.startswith("convolutions."))]
+        # (maps, embedding_dim, width) per width -> (maps * widths, embedding_dim)
+        self.projection = np.concatenate([kernel.sum(axis=2) for kernel in kernels]).T.copy()
+        self.dim = self.projection.shape[1]
+
+    @classmethod
+    def from_directory(cls, directory: Path, config: dict[str, Any]) -> StaticCseEncoder:
+        return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
+                   config["encoder"]["max_length"])
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        total, _ = _lookup_sum(self.words, self.vocabulary.encode(texts, self.max_length)["words"])
+        return total @ self.projection
+
+
+STATIC_ENCODERS: dict[str, type[StaticDanEncoder] | type[StaticCseEncoder]] = {
+    cls.kind: cls for cls in (StaticDanEncoder, StaticCseEncoder)
+}

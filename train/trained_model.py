@@ -1,0 +1,111 @@
+"""Trained torch models: an encoder with its training heads, saved to and loaded from a model
+directory (the format is described in ``train.model_io``). Training and evaluation use these;
+answering queries uses ``train.inference`` and never imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
+from train.model_io import PRETRAINED, ModelError, pretrained_name, read_model_config
+from train.objectives import NliHead, ResponseSelectionHead
+from train.onnx_export import EXPORTED_KINDS, export_onnx
+from train.text import Vocabulary
+
+
+@dataclass
+class TrainedModel:
+    encoder: SentenceEncoder
+    response_head: ResponseSelectionHead | None = None
+    nli_head: NliHead | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def _heads_config(model: TrainedModel) -> dict[str, Any]:
+    heads: dict[str, Any] = {}
+    if model.response_head is not None:
+        heads["response"] = {"residual": model.response_head.residual}
+    if model.nli_head is not None:
+        heads["nli"] = {"hidden": model.nli_head.classifier[0].out_features}
+    return heads
+
+
+def save_model(model: TrainedModel, directory: Path, half_precision: bool = False) -> None:
+    """Write the model directory via a temporary sibling, then rename it into place. Transformers
+    are also exported to ONNX there, so that queries never need torch."""
+    temporary = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    encoder = model.encoder
+    dtype = torch.float16 if half_precision else torch.float32
+    state: dict[str, torch.Tensor] = {}
+    if isinstance(encoder, PretrainedEncoder):
+        backbone = temporary / "backbone"
+        encoder.tokenizer.save_pretrained(backbone)
+        encoder.transformer.save_pretrained(backbone, state_dict={
+            k: v.to(dtype) if v.is_floating_point() else v
+            for k, v in encoder.transformer.state_dict().items()})
+    else:
+        encoder.vocabulary.save(temporary / "vocab.json")  # type: ignore[union-attr]
+        state.update({f"encoder.{k}": v for k, v in encoder.state_dict().items()})
+    for name, head in (("response", model.response_head), ("nli", model.nli_head)):
+        if head is not None:
+            state.update({f"heads.{name}.{k}": v for k, v in head.state_dict().items()})
+    save_file({k: (v.to(dtype) if v.is_floating_point() else v).contiguous().cpu()
+               for k, v in state.items()}, str(temporary / "model.safetensors"))
+    config = {"kind": encoder.kind, "dim": encoder.dim, "encoder": encoder.config(),
+              "heads": _heads_config(model), "dtype": str(dtype).removeprefix("torch.")}
+    if encoder.kind in EXPORTED_KINDS:
+        config["inference"] = export_onnx(encoder, temporary, weight_dtype=config["dtype"])
+    (temporary / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (temporary / "metrics.json").write_text(json.dumps(model.metrics, indent=2) + "\n")
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(temporary, directory)
+
+
+def load_model(spec: str | Path) -> TrainedModel:
+    """A saved model directory, or ``pretrained:NAME`` for an untouched pretrained peer."""
+    name = pretrained_name(spec)
+    if name is not None:
+        return TrainedModel(PretrainedEncoder(PRETRAINED[name]()).eval())
+    directory = Path(spec)
+    config = read_model_config(directory)
+    config_path = directory / "config.json"
+    kind = config["kind"]
+    try:
+        if kind == PretrainedEncoder.kind:
+            encoder: SentenceEncoder = PretrainedEncoder(directory / "backbone", **config["encoder"])
+        else:
+            vocabulary = Vocabulary.load(directory / "vocab.json")
+            encoder = VOCABULARY_ENCODERS[kind](vocabulary, **config["encoder"])
+    except (KeyError, ValueError, OSError, TypeError) as err:
+        raise ModelError(f"{config_path}: cannot build the encoder ({err})") from None
+    heads = config.get("heads", {})
+    model = TrainedModel(
+        encoder,
+        ResponseSelectionHead(encoder.dim, **heads["response"]) if "response" in heads else None,
+        NliHead(encoder.dim, **heads["nli"]) if "nli" in heads else None,
+        json.loads((directory / "metrics.json").read_text()) if (directory / "metrics.json").is_file()
+        else {},
+    )
+    state = {k: v.float() if v.is_floating_point() else v
+             for k, v in load_file(str(directory / "model.safetensors")).items()}
+    modules = (("encoder.", None if kind == PretrainedEncoder.kind else encoder),
+               ("heads.response.", model.response_head), ("heads.nli.", model.nli_head))
+    for prefix, module in modules:
+        if module is not None:
+            module.load_state_dict({k.removeprefix(prefix): v for k, v in state.items()
+                                    if k.startswith(prefix)})
+    encoder.eval()
+    return model
+
