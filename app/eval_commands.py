@@ -14,18 +14,13 @@ from rich.table import Table
 from app.common import DataDirOption, JsonOption, ModelOption, app, eval_app, print_figures, user_errors
 from retrieval.baselines import BASELINES
 from retrieval.cqa import CqaEvaluation, evaluate_scores
+from retrieval.cqa_runs import load_cqa_split, read_cqa_run, write_cqa_run
 from retrieval.model_card import model_figures
 from retrieval.reranker import Reranker
 from retrieval.scorer import format_report, score_run
 from train.corpus import conversation_pairs
-from train.datasets import (
-    CQA_SPLITS,
-    load_cqa_split,
-    read_cqa_run,
-    read_nli,
-    resolve_data_dir,
-    write_cqa_run,
-)
+from train.cqa_questions import CQA_SPLITS
+from train.datasets import read_nli, resolve_data_dir
 from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
 from train.model_io import DEFAULT_MODEL, ModelError, load_model
 

@@ -24,10 +24,11 @@ from app.common import (
 )
 from indexer.manifest import DEFAULT_INDEX_DIR
 from retrieval.cqa import predictions_from_scores
+from retrieval.cqa_runs import read_cqa_run, write_cqa_run
 from retrieval.reranker import Reranker, write_trec_run
 from retrieval.scorer import format_report, score_run
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
-from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
+from train.cqa_questions import read_cqa_questions
 from train.model_io import DEFAULT_MODEL, load_encoder
 from train.similarity import angular_similarity, pair_cosine, require_text
 

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from train.datasets import read_conversations, read_cqa_collection, resolve_data_dir
+from train.cqa_questions import read_cqa_collection
+from train.datasets import read_conversations, resolve_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"

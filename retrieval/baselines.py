@@ -13,7 +13,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
-from train.datasets import OriginalQuestion
+from train.cqa_questions import OriginalQuestion
 
 Scores = list[list[float]]
 BaselineRanker = Callable[[Sequence[OriginalQuestion], int], Scores]

@@ -6,8 +6,8 @@ import shutil
 from typer.testing import CliRunner
 
 from app.cli import app
+from retrieval.cqa_runs import read_cqa_run
 from retrieval.scorer import all_scores_line, score_run
-from train.datasets import read_cqa_run
 
 runner = CliRunner()
 

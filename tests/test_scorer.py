@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrieval.cqa_runs import CqaRunLine, read_cqa_run
 from retrieval.scorer import ScorerError, average_precision, format_report, score_run
-from train.datasets import CqaRunLine, read_cqa_run
 
 SCORE_LINE = re.compile(r"(MAP|AvgRec|MRR|REC-1@|ALL SCORES)")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
