@@ -72,7 +72,8 @@ class BatchStream:
                 batch = self._epoch[self.cursor.index]
                 self.cursor.index += 1
                 return batch
-            self.cursor, self._epoch = Cursor(self.cursor.epoch + 1, 0), None
+            # moved in place: the cursor is the run state's, which the checkpoint saves
+            self.cursor.epoch, self.cursor.index, self._epoch = self.cursor.epoch + 1, 0, None
 
 
 def distributed_context() -> tuple[int, int]:
