@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -108,6 +109,7 @@ def test_check_fails_on_a_damaged_index(tmp_path, tiny_model):
     assert runner.invoke(app, ["check", "--index", str(index), "--repair"]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_eval_card_records_dev_figures_that_eval_cqa_and_sts_reproduce(data_dir, tiny_model, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)
