@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ from train.objectives import (
 )
 
 Batch = tuple[list[str], list[str], torch.Tensor | None]  # texts, paired texts, labels
+Item = TypeVar("Item")
 MIN_EVAL_PAIRS = 100  # held-out pairs needed for one P@N group
 
 
@@ -49,20 +50,19 @@ class TrainingModel(nn.Module):
         return task.loss(self, first, second, labels, step)
 
 
-class Task(ABC):
+class Task(ABC, Generic[Item]):
     """One training task: a stream of batches over its items, and the loss of a batch."""
 
     name: ClassVar[str]  # in the metrics log
     stream: ClassVar[str]  # the checkpoint cursor of its batches
     salt: ClassVar[int] = 0  # keeps its epoch shuffles apart from the other tasks'
 
-    def __init__(self, batch_size: int, share: float) -> None:
-        self.batch_size = batch_size
+    def __init__(self, items: Sequence[Item], batch_size: int, share: float) -> None:
+        self.items, self.batch_size = items, batch_size
         self.share = share  # of the steps; the main objective has the steps the others leave
 
-    @abstractmethod
     def __len__(self) -> int:
-        """How many items the task's batches are drawn from."""
+        return len(self.items)
 
     def epoch_batches(self, seed: int, epoch: int) -> list[list[int]]:
         """The item indices of an epoch's batches: a seeded shuffle cut into full batches."""
@@ -84,24 +84,21 @@ class Task(ABC):
         return {}
 
 
-class PairTask(Task):
+class PairTask(Task[Pair]):
     """A main objective: (input, response) pairs in batches without a repeated text, with the
     other pairs of the global batch as negatives; scored by P@N on held-out pairs."""
 
     stream = "pairs"
 
     def __init__(self, pairs: Sequence[Pair], heldout: Sequence[Pair], batch_size: int) -> None:
-        super().__init__(batch_size, share=0.0)
-        self.pairs, self.heldout = pairs, heldout
-
-    def __len__(self) -> int:
-        return len(self.pairs)
+        super().__init__(pairs, batch_size, share=0.0)
+        self.heldout = heldout
 
     def epoch_batches(self, seed: int, epoch: int) -> list[list[int]]:
-        return unique_text_batches(self.pairs, self.batch_size, seed * 1000 + epoch)
+        return unique_text_batches(self.items, self.batch_size, seed * 1000 + epoch)
 
     def batch(self, indices: list[int]) -> Batch:
-        chosen = [self.pairs[i] for i in indices]
+        chosen = [self.items[i] for i in indices]
         return [a for a, _ in chosen], [b for _, b in chosen], None
 
     def evaluate(self, model: TrainedModel) -> dict[str, Any]:
@@ -151,21 +148,14 @@ class CseMargin(PairTask):
         return loss
 
 
-class NliClassification(Task):
+class NliClassification(Task[NliPair]):
     """NLI pairs through the NLI head (Yang et al. 2.4), labels the three classes."""
 
     name = stream = "nli"
     salt = 1
 
-    def __init__(self, pairs: Sequence[NliPair], batch_size: int, share: float) -> None:
-        super().__init__(batch_size, share)
-        self.pairs = pairs
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
     def batch(self, indices: list[int]) -> Batch:
-        chosen = [self.pairs[i] for i in indices]
+        chosen = [self.items[i] for i in indices]
         labels = torch.tensor([NLI_LABELS.index(p.label) for p in chosen])
         return [p.premise for p in chosen], [p.hypothesis for p in chosen], labels
 
@@ -176,7 +166,7 @@ class NliClassification(Task):
         return model.nli_head.loss(a, b, labels.to(a.device))
 
 
-class Distillation(Task):
+class Distillation(Task[str]):
     """Texts with their teacher vectors as labels; the second texts are unused."""
 
     name = stream = "distill"
@@ -184,14 +174,11 @@ class Distillation(Task):
 
     def __init__(self, texts: Sequence[str], vectors: torch.Tensor, batch_size: int, share: float,
                  scale: float) -> None:
-        super().__init__(batch_size, share)
-        self.texts, self.vectors, self.scale = texts, vectors, scale
-
-    def __len__(self) -> int:
-        return len(self.texts)
+        super().__init__(texts, batch_size, share)
+        self.vectors, self.scale = vectors, scale
 
     def batch(self, indices: list[int]) -> Batch:
-        return [self.texts[i] for i in indices], [], self.vectors[indices]
+        return [self.items[i] for i in indices], [], self.vectors[indices]
 
     def loss(self, model: TrainingModel, first: list[str], second: list[str],
              labels: torch.Tensor | None, step: int) -> torch.Tensor:
@@ -200,21 +187,14 @@ class Distillation(Task):
         return distillation_loss(student, labels.to(student.device), self.scale)
 
 
-class StsRegression(Task):
+class StsRegression(Task[StsPair]):
     """Scored sentence pairs: cosine regressed on the gold score scaled to [0, 1]."""
 
     name = stream = "sts"
     salt = 3
 
-    def __init__(self, pairs: Sequence[StsPair], batch_size: int, share: float) -> None:
-        super().__init__(batch_size, share)
-        self.pairs = pairs
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
     def batch(self, indices: list[int]) -> Batch:
-        chosen = [self.pairs[i] for i in indices]
+        chosen = [self.items[i] for i in indices]
         return ([p.sentence1 for p in chosen], [p.sentence2 for p in chosen],
                 torch.tensor([p.score / 5.0 for p in chosen]))
 
@@ -227,17 +207,17 @@ class StsRegression(Task):
 
 def training_tasks(config: TrainConfig, data: TrainingData, encoder: SentenceEncoder,
                    distill_texts: Sequence[str], distill_vectors: torch.Tensor | None
-                   ) -> tuple[Task, list[Task]]:
+                   ) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
     training = config.training
     heldout = data.heldout[: training.eval_pairs]
-    objective: Task
+    objective: PairTask
     if training.objective == "cse":
         objective = CseMargin(data.pairs, heldout, training.batch_size, encoder, training.margin,
                               training.embedding_pull, training.hard_negative_after)
     else:
         objective = ResponseSelection(data.pairs, heldout, training.batch_size)
-    auxiliary: list[Task] = [NliClassification(data.nli, training.nli_batch_size, training.nli_ratio)]
+    auxiliary: list[Task[Any]] = [NliClassification(data.nli, training.nli_batch_size, training.nli_ratio)]
     if distill_vectors is not None:
         auxiliary.append(Distillation(distill_texts, distill_vectors, training.batch_size,
                                       training.distill_ratio, training.distill_scale))
