@@ -3,7 +3,8 @@
 Each training step draws one task (an auxiliary task by its share of the steps, the main
 objective otherwise), takes the next batch of that task's stream and descends the task's loss.
 A new objective is a ``Task`` subclass here, built in ``training_tasks``; one that needs a head
-also gets it as a module of ``TrainingModel`` (saved with the model, synchronised under DDP).
+also gets it in ``training_model``, as a module of ``TrainingModel`` (so that it is optimised,
+synchronised under DDP and saved with the model).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from torch import nn
 
 from train.batching import unique_text_batches
-from train.config import TrainConfig
+from train.config import TrainingConfig
 from train.corpus import Pair, TrainingData
 from train.datasets import NLI_LABELS, NliPair, StsPair
 from train.distillation import distillation_loss
@@ -205,14 +206,23 @@ class StsRegression(Task[StsPair]):
         return cosine_regression_loss(a, b, labels.to(a.device))
 
 
-def training_tasks(config: TrainConfig, data: TrainingData, encoder: SentenceEncoder,
+def training_model(encoder: SentenceEncoder, training: TrainingConfig,
+                   data: TrainingData) -> TrainingModel:
+    """The encoder with the heads its tasks need: the NLI head when there are NLI pairs (kept
+    with the model even at nli_ratio 0), the response head for the response objective."""
+    nli_head = NliHead(encoder.dim) if data.nli else None
+    response_head = (ResponseSelectionHead(encoder.dim, training.residual_response_head)
+                     if training.objective == ResponseSelection.name else None)
+    return TrainingModel(encoder, response_head, nli_head)
+
+
+def training_tasks(training: TrainingConfig, data: TrainingData, encoder: SentenceEncoder,
                    distill_texts: Sequence[str], distill_vectors: torch.Tensor | None
                    ) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
-    training = config.training
     heldout = data.heldout[: training.eval_pairs]
     objective: PairTask
-    if training.objective == "cse":
+    if training.objective == CseMargin.name:
         objective = CseMargin(data.pairs, heldout, training.batch_size, encoder, training.margin,
                               training.embedding_pull, training.hard_negative_after)
     else:

@@ -30,8 +30,7 @@ from train.distillation import distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb
 from train.model_io import PRETRAINED, TrainedModel, save_model
-from train.objectives import NliHead, ResponseSelectionHead
-from train.tasks import Batch, Task, TrainingModel, training_tasks
+from train.tasks import Batch, Task, training_model, training_tasks
 from train.text import Vocabulary
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
@@ -159,20 +158,19 @@ class Trainer:
             run_dir.mkdir(parents=True, exist_ok=True)
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
-        nli_head = NliHead(encoder.dim) if self.data.nli else None
-        response_head = (ResponseSelectionHead(encoder.dim, training.residual_response_head)
-                         if training.objective == "response" else None)
+        # the heads are initialised before the teacher pass, which may draw from the same RNG
+        model = training_model(encoder, training, self.data)
         distill_texts, distill_vectors = self._teacher(config)
-        self.model = TrainingModel(encoder, response_head, nli_head).to(self.device)
-        self.objective, self.auxiliary = training_tasks(config, self.data, encoder, distill_texts,
+        self.model = model.to(self.device)
+        self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
                                                         distill_vectors)
         self.tasks = {task.name: task for task in (self.objective, *self.auxiliary)}
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
             # the NLI head sits idle on response steps and vice versa
-            self.wrapped = nn.parallel.DistributedDataParallel(self.model,
-                                                               find_unused_parameters=nli_head is not None)
+            self.wrapped = nn.parallel.DistributedDataParallel(
+                self.model, find_unused_parameters=model.nli_head is not None)
 
     def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None]:
         """The texts to distill and their teacher vectors (computed once, cached in the run)."""
