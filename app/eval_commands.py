@@ -68,10 +68,10 @@ def eval_cqa(
     from rich.console import Console
 
     from retrieval.cqa import evaluate_scores
+    from retrieval.cqa_runs import load_cqa_split, write_cqa_run
     from retrieval.reranker import Reranker
     from retrieval.scorer import format_report
     from train.data_dir import resolve_data_dir
-    from train.datasets import load_cqa_split, write_cqa_run
 
     systems, models = system or [], model or []
     if not systems and not models:
@@ -121,8 +121,8 @@ def score(
     as_json: JsonOption = False,
 ) -> None:
     """Score an official-format prediction file against a gold file, like the SemEval scorer."""
+    from retrieval.cqa_runs import read_cqa_run
     from retrieval.scorer import format_report, score_run
-    from train.datasets import read_cqa_run
 
     with user_errors():
         report = score_run(read_cqa_run(gold), read_cqa_run(predictions))

@@ -98,9 +98,10 @@ def rerank(
 ) -> None:
     """Rerank each original question's related questions by cosine (batch, SemEval format)."""
     from retrieval.cqa import predictions_from_scores
+    from retrieval.cqa_runs import read_cqa_run, write_cqa_run
     from retrieval.reranker import Reranker, write_trec_run
     from retrieval.scorer import format_report, score_run
-    from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
+    from train.cqa_questions import read_cqa_questions
     from train.inference import load_encoder
 
     with user_errors():

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from train.cqa_questions import read_cqa_collection
 from train.data_dir import resolve_data_dir
-from train.datasets import read_conversations, read_cqa_collection
+from train.datasets import read_conversations
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"

@@ -18,14 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from indexer.choices import OnError
-from train.datasets import (
-    DataError,
-    OriginalQuestion,
-    join_subject_body,
-    json_lines,
-    numbered_lines,
-    read_cqa_collection,
-)
+from train.cqa_questions import OriginalQuestion, join_subject_body, read_cqa_collection
+from train.datasets import DataError, json_lines, numbered_lines
 
 SUBJECT_COLUMNS = ("subject", "title")
 BODY_COLUMN = "body"

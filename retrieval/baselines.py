@@ -12,7 +12,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI lists BASELINES at start-up: this module imports nothing heavy
-    from train.datasets import OriginalQuestion
+    from train.cqa_questions import OriginalQuestion
 
 Scores = list[list[float]]
 BaselineRanker = Callable[[Sequence["OriginalQuestion"], int], Scores]

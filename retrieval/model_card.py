@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.cqa import evaluate_scores
+from retrieval.cqa_runs import load_cqa_split
 from retrieval.reranker import Reranker
-from train.datasets import load_cqa_split, read_sts_benchmark, stsb_path
+from train.datasets import read_sts_benchmark, stsb_path
 from train.evaluation import evaluate_sts, fit_sts_transform
 from train.inference import Encoder
 

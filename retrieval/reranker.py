@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from train.datasets import OriginalQuestion
+from train.cqa_questions import OriginalQuestion
 from train.inference import Encoder
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from train.datasets import CqaRunLine
+from retrieval.cqa_runs import CqaRunLine
 from train.errors import UserError
 
 TOP_K = 10

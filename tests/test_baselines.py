@@ -4,7 +4,8 @@ import pytest
 
 from retrieval.baselines import BASELINES, bm25_scores, bm25_tokens, random_scores
 from retrieval.cqa import evaluate_scores, predictions_from_scores
-from train.datasets import OriginalQuestion, RelatedQuestion, load_cqa_split
+from retrieval.cqa_runs import load_cqa_split
+from train.cqa_questions import OriginalQuestion, RelatedQuestion
 
 
 @pytest.mark.parametrize(("split", "published_map", "published_mrr"), [

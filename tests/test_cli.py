@@ -3,11 +3,12 @@
 import json
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from retrieval.cqa_runs import read_cqa_run
 from retrieval.scorer import all_scores_line, score_run
-from train.datasets import read_cqa_run
 
 runner = CliRunner()
 
@@ -108,6 +109,7 @@ def test_check_fails_on_a_damaged_index(tmp_path, tiny_model):
     assert runner.invoke(app, ["check", "--index", str(index), "--repair"]).exit_code == 0
 
 
+@pytest.mark.slow
 def test_eval_card_records_dev_figures_that_eval_cqa_and_sts_reproduce(data_dir, tiny_model, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)

@@ -6,17 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.cqa_runs import load_cqa_split, read_cqa_run
 from train.corpus import labelled_cqa_pairs
+from train.cqa_questions import CQA_SPLITS, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
 from train.data_dir import resolve_data_dir
 from train.datasets import (
-    CQA_SPLITS,
     DataError,
-    load_cqa_split,
     read_conversations,
-    read_cqa_jsonl,
-    read_cqa_run,
-    read_cqa_threads,
-    read_cqa_xml,
     read_nli,
     read_sick,
     read_sts_benchmark,

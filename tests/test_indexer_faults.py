@@ -50,6 +50,7 @@ def collection_variants() -> list[tuple[int | None, float]]:
                          "committed batches kept, the previous index opens and answers; the re-run "
                          "ends with the same rows and vector bytes as an uninterrupted run")
 @pytest.mark.parametrize(("rows", "delay"), collection_variants())
+@pytest.mark.slow
 def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay):
     directory, half, source, expected = clean_run
     index_dir = directory / f"killed-{rows}-{delay:.2f}"

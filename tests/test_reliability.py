@@ -144,6 +144,7 @@ def prune_setup(tmp_path_factory, tiny_model):
                          "the store holds all questions or exactly the pruned set, never a part; "
                          "the previous index still answers; a re-run ends as a clean run")
 @pytest.mark.parametrize("fraction", [0.3, 0.55, 0.7, 0.85, 0.95])
+@pytest.mark.slow
 def test_kill_9_during_prune(prune_setup, tiny_model, fraction):
     source, records, expected, duration = prune_setup
     index_dir = source.parent / f"killed-{fraction}"
@@ -182,6 +183,7 @@ def _full_disk_run(index_dir: Path, source: Path, model: Path, limit: int, *extr
 @pytest.mark.reliability("disk full while the database is written (SQLite, files capped by RLIMIT_FSIZE)",
                          "exit 2 naming the database error; committed batches kept, the previous "
                          "index answers; a re-run with space ends as a clean run")
+@pytest.mark.slow
 def test_full_disk_during_the_database_write(tmp_path, tiny_model):
     records = collection(3000)
     half = write_jsonl(tmp_path / "half.jsonl", records[:1500])
@@ -208,6 +210,7 @@ def test_full_disk_during_the_database_write(tmp_path, tiny_model):
                          "capped by RLIMIT_FSIZE)",
                          "exit 2 naming the file; no partial file left; the previous index and "
                          "manifest answer; `check --repair` or a re-run completes it")
+@pytest.mark.slow
 def test_full_disk_during_the_faiss_write(tmp_path, tiny_model, postgres_url):
     index_dir, source = tmp_path / "index", tmp_path / "questions.jsonl"
     records = collection(3000)
@@ -290,6 +293,7 @@ def write_lock_held(database: Path) -> Iterator[threading.Event]:
                          "(ASKALIKE_DB_TIMEOUT=1)",
                          "retries for 1 s, then exit 2 saying another program holds the lock; "
                          "nothing written")
+@pytest.mark.slow
 def test_database_locked_past_the_bound(base_index, tmp_path, tiny_model):
     index_dir, database, before = base_index
     source = write_jsonl(tmp_path / "more.jsonl", collection(300)[200:])
@@ -304,6 +308,7 @@ def test_database_locked_past_the_bound(base_index, tmp_path, tiny_model):
 
 @pytest.mark.reliability("the database locked by another writer for less than the bound",
                          "waits for the lock, then indexes as usual")
+@pytest.mark.slow
 def test_database_locked_within_the_bound(base_index, tmp_path, tiny_model):
     index_dir, database, before = base_index
     source = write_jsonl(tmp_path / "more.jsonl", collection(300)[200:])
@@ -333,6 +338,7 @@ WAIT_THEN_RUN = textwrap.dedent("""
 @pytest.mark.reliability("two `askalike index` runs on one directory at once",
                          "the second is refused at once, naming the running one; the first "
                          "finishes as if alone")
+@pytest.mark.slow
 def test_two_index_runs_never_interleave(tmp_path, tiny_model):
     source = write_jsonl(tmp_path / "q.jsonl", collection(20_000))
     index_dir, go = tmp_path / "index", tmp_path / "go"
@@ -375,6 +381,7 @@ SEARCH_LOOP = textwrap.dedent("""
 @pytest.mark.reliability("3 processes searching (opening the index afresh each time) while an "
                          "index run adds 1,500 questions to 1,500",
                          "every search answers from the old or the new index, never a broken one")
+@pytest.mark.slow
 def test_searches_during_an_index_run(tmp_path, tiny_model):
     records = collection(3000)
     index_dir = tmp_path / "index"

@@ -62,6 +62,7 @@ SHORT_RUNS = {
 
 
 @pytest.mark.parametrize("kind", SHORT_RUNS)
+@pytest.mark.slow
 def test_short_training_improves_p_at_1(data_dir, dialog_data, tmp_path, kind):
     trainer = Trainer(SHORT_RUNS[kind], data_dir, tmp_path, dialog_data)
     untrained = response_precision(trainer.trained_model(), dialog_data.heldout)["p@1"]
@@ -116,6 +117,7 @@ def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("kind, training", [("transformer", {}),
                                              ("dan", {"sparse_embeddings": True})])
+@pytest.mark.slow
 def test_resume_is_exact(data_dir, dialog_data, tmp_path, kind, training):
     config = small_config(kind, steps=12, checkpoint_every=5, **training)
     data = TrainingData(dialog_data.pairs[:1000], dialog_data.heldout, [])
@@ -161,6 +163,7 @@ def _train(config: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
 @pytest.mark.reliability("kill -9 during training (between checkpoints)",
                          "`--resume` continues from the last checkpoint; final weights equal an "
                          "uninterrupted run's")
+@pytest.mark.slow
 def test_kill_9_then_resume_matches_an_uninterrupted_run(data_dir, tmp_path):
     config = tmp_path / "kill.toml"
     config.write_text(KILL_CONFIG)
@@ -187,6 +190,7 @@ CHECKPOINT_HEAVY_CONFIG = KILL_CONFIG.replace("bigram_buckets = 2000", "bigram_b
 @pytest.mark.reliability("kill -9 while a training checkpoint is being written",
                          "the last complete checkpoint is kept (written to a temporary file, fsynced, "
                          "renamed); `--resume` ends with weights equal to an uninterrupted run's")
+@pytest.mark.slow
 def test_kill_9_during_checkpoint_writes(data_dir, tmp_path):
     """A checkpoint of ~90 MB after every step, so that kills land mid-write (a leftover
     checkpoint.tmp proves it)."""
@@ -241,6 +245,7 @@ def _ddp_worker(rank: int, world: int, port: int, objective: str, data_dir: Path
 
 
 @pytest.mark.parametrize("objective", ["response", "cse"])
+@pytest.mark.slow
 def test_two_process_ddp_gradient_equals_the_global_batch_gradient(data_dir, dialog_data, tmp_path,
                                                                    objective):
     """Each worker holds 8 of 16 pairs; with negatives gathered across workers, the averaged

@@ -59,6 +59,7 @@ def status(app: SearchApp) -> str:
     return str(app.query_one("#status").render())
 
 
+@pytest.mark.slow
 @synchronously
 async def test_typing_shows_the_expected_first_result(index_dir):
     app = make_app(index_dir)
@@ -71,6 +72,7 @@ async def test_typing_shows_the_expected_first_result(index_dir):
         assert "q13" in str(app.query_one("#detail-text").render())
 
 
+@pytest.mark.slow
 @synchronously
 async def test_navigation_more_like_this_and_back(index_dir):
     app = make_app(index_dir)
@@ -94,6 +96,7 @@ async def test_navigation_more_like_this_and_back(index_dir):
         assert app.focused is app.query_one("#detail")
 
 
+@pytest.mark.slow
 @synchronously
 async def test_filters_restrict_results(index_dir):
     app = make_app(index_dir)
@@ -139,6 +142,7 @@ def test_main_screen_snapshot(snap_compare, index_dir):
     assert snap_compare(make_app(index_dir), terminal_size=SIZE, run_before=search)
 
 
+@pytest.mark.slow
 def test_detail_pane_snapshot(snap_compare, index_dir):
     async def open_thread(pilot) -> None:
         await pilot.press(*"Family visa for my parents", "enter")

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from train.config import DataConfig
+from train.cqa_questions import read_cqa_threads, read_split_questions
 from train.datasets import (
     NliPair,
     StsPair,
-    load_cqa_split,
     read_conversations,
-    read_cqa_threads,
     read_nli,
     read_sick,
     read_sts_benchmark,
@@ -53,8 +52,7 @@ def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
 def labelled_cqa_pairs(data_dir: Path) -> list[Pair]:
     """(original question, related question) for every related question labelled PerfectMatch
     or Relevant in the CQA train split (train part 1 and part 2; never dev or test)."""
-    split = load_cqa_split(data_dir, "train")
-    return [(original.text, related.text) for original in split.questions
+    return [(original.text, related.text) for original in read_split_questions(data_dir, "train")
             for related in original.related if related.relevant and related.text.strip()]
 
 

@@ -1,4 +1,6 @@
-"""Readers for every public dataset askalike uses, as typed records.
+"""Readers for the public datasets askalike trains and evaluates on (STS, SICK, NLI,
+conversations, GloVe), as typed records, and the line-numbered text, TSV and JSON Lines helpers
+that every reader builds on. SemEval CQA questions are read by ``train.cqa_questions``.
 
 All readers stream where files are large and raise :class:`DataError` (file, line, what is
 wrong) on missing or malformed input, so that callers can print one line instead of a traceback.
@@ -10,18 +12,14 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from xml.etree.ElementTree import Element, ParseError
 
-import defusedxml.ElementTree as safe_et
 import numpy as np
-from defusedxml import DefusedXmlException
 
-from train.data_dir import CQA_SPLITS, DataError
+from train.data_dir import DataError
 
 # --------------------------------------------------------------------------- text files
 
@@ -72,7 +70,8 @@ def _fields(path: Path, number: int, row: list[str], minimum: int, what: str) ->
     return row
 
 
-def _number(path: Path, number: int, text: str, name: str) -> float:
+def parse_number(path: Path, number: int, text: str, name: str) -> float:
+    """The float in field ``name`` of line ``number``; a ``DataError`` when it is not one."""
     try:
         return float(text)
     except ValueError:
@@ -119,7 +118,7 @@ def read_sts_benchmark(path: Path) -> Iterator[StsPair]:
         yield StsPair(
             sentence1=s1,
             sentence2=s2,
-            score=_number(path, number, score, "score"),
+            score=parse_number(path, number, score, "score"),
             genre="main-forums" if genre == "main-forum" else genre,
             source=f"{file} {year} {sid}",
         )
@@ -147,7 +146,7 @@ def read_sts_year(directory: Path) -> Iterator[StsPair]:
             yield StsPair(
                 sentence1=row[0],
                 sentence2=row[1],
-                score=_number(gold_path, number, gold.strip(), "gold score"),
+                score=parse_number(gold_path, number, gold.strip(), "gold score"),
                 genre=set_name,
                 source=f"{directory.name}:{number}",
             )
@@ -182,7 +181,7 @@ def read_sick(path: Path, split: str | None = None) -> Iterator[SickPair]:
             pair_id=row[0],
             sentence1=row[1],
             sentence2=row[2],
-            relatedness=_number(path, number, row[columns["relatedness_score"]], "relatedness_score"),
+            relatedness=parse_number(path, number, row[columns["relatedness_score"]], "relatedness_score"),
             entailment=row[label_column],
             split=row[columns["SemEval_set"]] if full_release else (split or "").upper(),
         )
@@ -244,185 +243,7 @@ def read_word_vectors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
             raise DataError(path, "a vector component is not a number", number) from None
 
 
-# --------------------------------------------------------------------------- SemEval CQA
-
-
-RELEVANT_LABELS = frozenset({"PerfectMatch", "Relevant"})
-
-
-@dataclass(frozen=True, slots=True)
-class CqaComment:
-    text: str
-    id: str | None = None
-    date: str | None = None
-    username: str | None = None
-    relevance_to_relq: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RelatedQuestion:
-    """A forum question found by the search engine for an original question (or a bare thread)."""
-
-    id: str
-    subject: str
-    body: str
-    ranking_order: int | None = None
-    relevance: str | None = None  # PerfectMatch | Relevant | Irrelevant, when the file gives it
-    relevant: bool | None = None  # binary gold, when known
-    category: str | None = None
-    date: str | None = None
-    username: str | None = None
-    comments: tuple[CqaComment, ...] = ()
-
-    @property
-    def text(self) -> str:
-        return join_subject_body(self.subject, self.body)
-
-
-@dataclass(frozen=True, slots=True)
-class OriginalQuestion:
-    """A new question with its (usually 10) related questions to rank."""
-
-    id: str
-    subject: str
-    body: str
-    related: tuple[RelatedQuestion, ...] = field(default_factory=tuple)
-
-    @property
-    def text(self) -> str:
-        return join_subject_body(self.subject, self.body)
-
-
-def join_subject_body(subject: str, body: str) -> str:
-    return f"{subject.strip()} {body.strip()}".strip()
-
-
-def _relevance(label: str | None) -> tuple[str | None, bool | None]:
-    if label is None or label == "?":
-        return None, None
-    return label, label in RELEVANT_LABELS
-
-
-def _child_text(element: Element, tag: str) -> str:
-    child = element.find(tag)
-    return (child.text or "") if child is not None else ""
-
-
-def _parse_thread(thread: Element) -> RelatedQuestion:
-    relq = thread.find("RelQuestion")
-    if relq is None:
-        raise ValueError(f"Thread {thread.get('THREAD_SEQUENCE')!r} has no RelQuestion")
-    relq_id = relq.get("RELQ_ID")
-    if not relq_id:
-        raise ValueError("RelQuestion without RELQ_ID")
-    rank = relq.get("RELQ_RANKING_ORDER")
-    label, relevant = _relevance(relq.get("RELQ_RELEVANCE2ORGQ"))
-    return RelatedQuestion(
-        id=relq_id,
-        subject=_child_text(relq, "RelQSubject"),
-        body=_child_text(relq, "RelQBody"),
-        ranking_order=int(rank) if rank is not None else None,
-        relevance=label,
-        relevant=relevant,
-        category=relq.get("RELQ_CATEGORY"),
-        date=relq.get("RELQ_DATE"),
-        username=relq.get("RELQ_USERNAME"),
-        comments=tuple(
-            CqaComment(
-                text=_child_text(comment, "RelCText"),
-                id=comment.get("RELC_ID"),
-                date=comment.get("RELC_DATE"),
-                username=comment.get("RELC_USERNAME"),
-                relevance_to_relq=comment.get("RELC_RELEVANCE2RELQ"),
-            )
-            for comment in thread.findall("RelComment")
-        ),
-    )
-
-
-def _iter_xml_elements(path: Path, tags: set[str]) -> Iterator[Element]:
-    """Stream the complete elements named ``tags`` out of an XML file, entity bombs refused."""
-    if not path.is_file():
-        raise DataError(path, "file not found")
-    try:
-        for _, element in safe_et.iterparse(str(path), events=("end",)):
-            if element.tag in tags:
-                yield element
-                element.clear()
-    except ParseError as err:
-        line = err.position[0] if err.position else None
-        raise DataError(path, f"malformed XML: {err}", line) from None
-    except DefusedXmlException as err:
-        raise DataError(path, f"refused unsafe XML: {err}") from None
-
-
-def _group_by_original(
-    rows: Iterable[tuple[OriginalQuestion, RelatedQuestion]],
-) -> Iterator[OriginalQuestion]:
-    """Merge consecutive rows of the same original question into one with all its related."""
-    current: OriginalQuestion | None = None
-    related: list[RelatedQuestion] = []
-    for original, relq in rows:
-        if current is not None and current.id != original.id:
-            yield OriginalQuestion(current.id, current.subject, current.body, tuple(related))
-            related = []
-        if not related:
-            current = original
-        related.append(relq)
-    if current is not None:
-        yield OriginalQuestion(current.id, current.subject, current.body, tuple(related))
-
-
-def read_cqa_xml(path: Path) -> Iterator[OriginalQuestion]:
-    """SemEval Task 3 subtask-B XML (official or reconstructed): original questions, each with
-    its related questions. The files repeat an ``OrgQuestion`` element per related question with
-    the same ORGQ_ID; consecutive ones are merged."""
-    return _group_by_original(_cqa_xml_rows(path))
-
-
-def _cqa_xml_rows(path: Path) -> Iterator[tuple[OriginalQuestion, RelatedQuestion]]:
-    for element in _iter_xml_elements(path, {"OrgQuestion"}):
-        orgq_id = element.get("ORGQ_ID")
-        thread = element.find("Thread")
-        if not orgq_id or thread is None:
-            raise DataError(path, f"OrgQuestion {orgq_id!r} lacks ORGQ_ID or Thread")
-        try:
-            relq = _parse_thread(thread)
-        except ValueError as err:
-            raise DataError(path, f"OrgQuestion {orgq_id}: {err}") from None
-        original = OriginalQuestion(orgq_id, _child_text(element, "OrgQSubject"),
-                                    _child_text(element, "OrgQBody"))
-        yield original, relq
-
-
-def read_cqa_threads(path: Path) -> Iterator[RelatedQuestion]:
-    """Every question thread of a CQA XML file (with its comments), including the 2015
-    reformatted files whose root holds bare ``Thread`` elements."""
-    for element in _iter_xml_elements(path, {"Thread"}):
-        try:
-            yield _parse_thread(element)
-        except ValueError as err:
-            raise DataError(path, str(err)) from None
-
-
-def read_cqa_collection(path: Path) -> Iterator[OriginalQuestion | RelatedQuestion]:
-    """Every question of a CQA XML file once per appearance: each original question (its
-    repeats merged, without related questions) and each related-question thread with comments."""
-    last_original = None
-    for element in _iter_xml_elements(path, {"OrgQuestion", "Thread"}):
-        if element.tag == "Thread":
-            try:
-                yield _parse_thread(element)
-            except ValueError as err:
-                raise DataError(path, str(err)) from None
-            continue
-        orgq_id = element.get("ORGQ_ID")
-        if not orgq_id:
-            raise DataError(path, "OrgQuestion without ORGQ_ID")
-        if orgq_id != last_original:
-            last_original = orgq_id
-            yield OriginalQuestion(orgq_id, _child_text(element, "OrgQSubject"),
-                                   _child_text(element, "OrgQBody"))
+# --------------------------------------------------------------------------- JSON Lines
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
@@ -442,139 +263,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
         yield number, record
 
 
-def _json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Like ``json_lines``, but the first bad line is raised."""
     for number, record in json_lines(path):
         if isinstance(record, DataError):
             raise record
         yield number, record
-
-
-def read_cqa_jsonl(path: Path) -> Iterator[OriginalQuestion]:
-    """The reconstructed subtask-B JSONL files: one related question a line, grouped by orgQ.
-
-    Train part 1 carries the 3-way label; the 2017 test only binary gold and unverified comments.
-    """
-    return _group_by_original(_cqa_jsonl_rows(path))
-
-
-def _cqa_jsonl_rows(path: Path) -> Iterator[tuple[OriginalQuestion, RelatedQuestion]]:
-    for number, record in _json_objects(path):
-        try:
-            label, relevant = _relevance(record.get("relq_relevance2orgq"))
-            if "gold_relevant" in record:
-                relevant = bool(record["gold_relevant"])
-            original = OriginalQuestion(record["orgq_id"], record["orgq_subject"],
-                                        record["orgq_body"])
-            relq = RelatedQuestion(
-                id=record["relq_id"],
-                subject=record["relq_subject"],
-                body=record["relq_body"],
-                ranking_order=int(record["relq_ranking_order"]),
-                relevance=label,
-                relevant=relevant,
-                comments=tuple(CqaComment(text=text)
-                               for text in record.get("relq_comments_unverified", ())),
-            )
-        except KeyError as err:
-            raise DataError(path, f"missing field {err.args[0]!r}", number) from None
-        except (TypeError, ValueError) as err:
-            raise DataError(path, f"bad field value: {err}", number) from None
-        yield original, relq
-
-
-@dataclass(frozen=True, slots=True)
-class CqaRunLine:
-    """One line of the five-column format shared by gold ``.relevancy`` files and system
-    predictions: ``orgq_id relq_id rank score true|false``."""
-
-    orgq_id: str
-    relq_id: str
-    rank: int
-    score: float
-    label: bool
-    line: int = 0
-
-
-def read_cqa_run(path: Path) -> list[CqaRunLine]:
-    """Read a gold ``.relevancy`` file or a prediction file. Fields are split on any whitespace,
-    as the official scorer does (one official run is space-separated)."""
-    lines: list[CqaRunLine] = []
-    for number, line in numbered_lines(path):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 5:
-            raise DataError(path, f"expected 5 fields (orgq_id relq_id rank score label), got "
-                                  f"{len(fields)}", number)
-        orgq_id, relq_id, rank, score, label = fields
-        if label not in ("true", "false"):
-            raise DataError(path, f"label must be true or false, got {label!r}", number)
-        try:
-            rank_value = int(rank)
-        except ValueError:
-            raise DataError(path, f"rank is not an integer: {rank!r}", number) from None
-        lines.append(CqaRunLine(orgq_id, relq_id, rank_value, _number(path, number, score, "score"),
-                                label == "true", number))
-    if not lines:
-        raise DataError(path, "no prediction lines")
-    return lines
-
-
-def write_cqa_run(path: Path, lines: Iterable[CqaRunLine]) -> None:
-    """Write the official tab-separated prediction format, atomically."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        for item in lines:
-            label = "true" if item.label else "false"
-            handle.write(f"{item.orgq_id}\t{item.relq_id}\t{item.rank}\t{float(item.score)!r}\t{label}\n")
-    os.replace(temporary, path)
-
-
-# --------------------------------------------------------------------------- CQA splits
-
-
-@dataclass(frozen=True, slots=True)
-class CqaSplit:
-    name: str
-    questions: tuple[OriginalQuestion, ...]
-    gold: tuple[CqaRunLine, ...]
-
-
-def read_cqa_questions(path: Path) -> Iterator[OriginalQuestion]:
-    """Original questions from a CQA file, XML or reconstructed JSONL by suffix."""
-    return read_cqa_jsonl(path) if path.suffix == ".jsonl" else read_cqa_xml(path)
-
-
-def gold_from_labels(questions: Iterable[OriginalQuestion], source: Path) -> list[CqaRunLine]:
-    """Gold lines from the questions' own labels, as a ``.relevancy`` file would give them."""
-    gold = []
-    for question in questions:
-        for relq in question.related:
-            if relq.relevant is None or relq.ranking_order is None:
-                raise DataError(source, f"{relq.id} has no relevance label or ranking order")
-            gold.append(CqaRunLine(question.id, relq.id, relq.ranking_order,
-                                   1.0 / relq.ranking_order, relq.relevant))
-    return gold
-
-
-def load_cqa_split(data_dir: Path, name: str) -> CqaSplit:
-    """The questions and gold of a named split; checks that both cover the same pairs."""
-    if name not in CQA_SPLITS:
-        raise DataError(data_dir, f"unknown CQA split {name!r} (known: {', '.join(CQA_SPLITS)})")
-    files = CQA_SPLITS[name]
-    questions = tuple(q for relative in files.questions
-                      for q in read_cqa_questions(data_dir / relative))
-    if files.gold is None:
-        gold = gold_from_labels(questions, data_dir / files.questions[0])
-    else:
-        gold_path = data_dir / files.gold
-        gold = read_cqa_run(gold_path)
-        question_pairs = {(q.id, r.id) for q in questions for r in q.related}
-        for item in gold:
-            if (item.orgq_id, item.relq_id) not in question_pairs:
-                raise DataError(gold_path, f"gold pair {item.orgq_id} {item.relq_id} is not in "
-                                           f"the {name} questions", item.line)
-        if len(gold) != len(question_pairs):
-            raise DataError(gold_path, f"{len(gold)} gold lines for {len(question_pairs)} "
-                                       f"question pairs of {name}")
-    return CqaSplit(name, questions, tuple(gold))

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,65 +23,18 @@ import torch.distributed as dist
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
-from train.batching import unique_text_batches
 from train.config import TrainConfig
-from train.corpus import Pair, TrainingData, load_training_data
-from train.datasets import NLI_LABELS, NliPair, read_word_vectors
-from train.distillation import distillation_loss, distillation_texts, teacher_vectors
+from train.corpus import TrainingData, load_training_data
+from train.datasets import read_word_vectors
+from train.distillation import distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
-from train.evaluation import evaluate_stsb, response_precision
+from train.evaluation import evaluate_stsb
 from train.model_io import PRETRAINED
-from train.objectives import (
-    NliHead,
-    ResponseSelectionHead,
-    cosine_regression_loss,
-    cse_margin_loss,
-    embedding_pull,
-)
+from train.tasks import Batch, Task, training_model, training_tasks
 from train.text import Vocabulary
 from train.trained_model import TrainedModel, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
-
-
-class TrainingModel(nn.Module):
-    """Encoder and heads as one module (what DistributedDataParallel wraps); forward = loss."""
-
-    def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead | None,
-                 nli_head: NliHead | None, margin: float, pull: float, distill_scale: float) -> None:
-        super().__init__()
-        self.encoder, self.response_head, self.nli_head = encoder, response_head, nli_head
-        self.margin, self.pull, self.distill_scale = margin, pull, distill_scale
-        self.initial_embeddings: torch.Tensor | None = None
-        if pull and isinstance(encoder, VocabularyEncoder):
-            self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
-
-    def forward(self, task: str, first: list[str], second: list[str],
-                labels: torch.Tensor | None = None, hardest: bool = True) -> torch.Tensor:
-        """The loss of one batch: ``labels`` are NLI classes, STS scores in [0, 1], or teacher
-        vectors to distill (then ``second`` is unused)."""
-        if task == "distill":
-            assert labels is not None
-            student = self.encoder.embed(first)
-            return distillation_loss(student, labels.to(student.device), self.distill_scale)
-        a, b = self.encoder.embed(first), self.encoder.embed(second)
-        if task == "nli":
-            assert self.nli_head is not None and labels is not None
-            return self.nli_head.loss(a, b, labels.to(a.device))
-        if task == "sts":
-            assert labels is not None
-            return cosine_regression_loss(a, b, labels.to(a.device))
-        if task == "response":
-            assert self.response_head is not None
-            return self.response_head.loss(a, b)
-        loss = cse_margin_loss(a, b, self.margin, hardest)
-        if self.initial_embeddings is not None:
-            assert isinstance(self.encoder, VocabularyEncoder)
-            ids = torch.cat([self.encoder.tokenize(first)["words"].flatten(),
-                             self.encoder.tokenize(second)["words"].flatten()]).to(a.device)
-            loss = loss + embedding_pull(self.encoder.word_embeddings,
-                                         self.initial_embeddings.to(a.device), ids, self.pull)
-        return loss
 
 
 @dataclass
@@ -94,8 +48,8 @@ class Cursor:
 @dataclass
 class RunState:
     step: int = 0
-    cursors: dict[str, Cursor] = field(
-        default_factory=lambda: {task: Cursor() for task in ("pairs", "nli", "distill", "sts")})
+    cursors: dict[str, Cursor] = field(  # by task stream
+        default_factory=lambda: {stream: Cursor() for stream in ("pairs", "nli", "distill", "sts")})
     train_seconds: float = 0.0  # time in training steps only (not evaluation), over all resumes
     seen_pairs: int = 0
 
@@ -118,7 +72,8 @@ class BatchStream:
                 batch = self._epoch[self.cursor.index]
                 self.cursor.index += 1
                 return batch
-            self.cursor, self._epoch = Cursor(self.cursor.epoch + 1, 0), None
+            # moved in place: the cursor is the run state's, which the checkpoint saves
+            self.cursor.epoch, self.cursor.index, self._epoch = self.cursor.epoch + 1, 0, None
 
 
 def distributed_context() -> tuple[int, int]:
@@ -204,19 +159,19 @@ class Trainer:
             run_dir.mkdir(parents=True, exist_ok=True)
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
-        nli_head = NliHead(encoder.dim) if self.data.nli else None
-        response_head = (ResponseSelectionHead(encoder.dim, training.residual_response_head)
-                         if training.objective == "response" else None)
-        self.distill_texts, self.distill_vectors = self._teacher(config)
-        self.model = TrainingModel(encoder, response_head, nli_head,
-                                   training.margin, training.embedding_pull,
-                                   training.distill_scale).to(self.device)
+        # the heads are initialised before the teacher pass, which may draw from the same RNG
+        model = training_model(encoder, training, self.data)
+        distill_texts, distill_vectors = self._teacher(config)
+        self.model = model.to(self.device)
+        self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
+                                                        distill_vectors)
+        self.tasks = {task.name: task for task in (self.objective, *self.auxiliary)}
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
             # the NLI head sits idle on response steps and vice versa
-            self.wrapped = nn.parallel.DistributedDataParallel(self.model,
-                                                               find_unused_parameters=nli_head is not None)
+            self.wrapped = nn.parallel.DistributedDataParallel(
+                self.model, find_unused_parameters=model.nli_head is not None)
 
     def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None]:
         """The texts to distill and their teacher vectors (computed once, cached in the run)."""
@@ -283,16 +238,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ steps
 
-    def _task(self, step: int) -> str:
+    def _task(self, step: int) -> Task:
         """The task of a step: an auxiliary task with its share of the steps, else the objective."""
-        training = self.config.training
         draw = np.random.default_rng([self.config.seed, step]).random()
-        for task, ratio in (("nli", training.nli_ratio if self.data.nli else 0.0),
-                            ("distill", training.distill_ratio), ("sts", training.sts_ratio)):
-            if draw < ratio:
+        for task in self.auxiliary:
+            if draw < task.share:
                 return task
-            draw -= ratio
-        return training.objective
+            draw -= task.share
+        return self.objective
 
     def _local(self, batch: list[Any]) -> list[Any]:
         size = len(batch) // self.world
@@ -300,11 +253,10 @@ class Trainer:
 
     def step(self, task: str, first: list[str], second: list[str],
              labels: torch.Tensor | None = None) -> float:
-        """One optimiser step on this worker's share of a global batch."""
+        """One optimiser step of the task named ``task`` on this worker's share of a global batch."""
         self.model.train()
-        hardest = self.state.step >= self.config.training.hard_negative_after
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-            loss = self.wrapped(task, first, second, labels, hardest)
+            loss = self.wrapped(self.tasks[task], first, second, labels, self.state.step)
         for optimizer in self.optimizers:
             optimizer.zero_grad()
         loss.backward()
@@ -316,40 +268,15 @@ class Trainer:
         return float(loss.detach())
 
     def _streams(self) -> dict[str, BatchStream]:
-        """A batch stream per task with data: "pairs" feeds the objective."""
-        training, seed = self.config.training, self.config.seed
-        streams = {"pairs": BatchStream(
-            lambda epoch: unique_text_batches(self.data.pairs, training.batch_size, seed * 1000 + epoch),
-            training.batch_size, self.state.cursors["pairs"])}
-        auxiliary = {"nli": (len(self.data.nli), training.nli_batch_size),
-                     "distill": (len(self.distill_texts), training.batch_size),
-                     "sts": (len(self.data.sts), training.batch_size)}
-        for salt, (task, (count, size)) in enumerate(auxiliary.items(), start=1):
-            if count:
-                def epoch_batches(epoch: int, count: int = count, size: int = size,
-                                  salt: int = salt) -> list[list[int]]:
-                    order = np.random.default_rng([seed, epoch, salt]).permutation(count).tolist()
-                    return [order[i : i + size] for i in range(0, count - size + 1, size)]
-                streams[task] = BatchStream(epoch_batches, size, self.state.cursors[task])
-        return streams
+        """A batch stream per task, by its stream name."""
+        seed = self.config.seed
+        return {task.stream: BatchStream(partial(task.epoch_batches, seed), task.batch_size,
+                                         self.state.cursors[task.stream])
+                for task in self.tasks.values()}
 
-    def _batch(self, task: str, streams: dict[str, BatchStream]
-               ) -> tuple[list[str], list[str], torch.Tensor | None]:
+    def _batch(self, task: Task, streams: dict[str, BatchStream]) -> Batch:
         """This worker's share of the next batch of ``task``: texts, paired texts, labels."""
-        chosen = self._local(streams[task if task in ("nli", "distill", "sts") else "pairs"].next())
-        if task == "nli":
-            items: list[NliPair] = [self.data.nli[i] for i in chosen]
-            labels = torch.tensor([NLI_LABELS.index(p.label) for p in items])
-            return [p.premise for p in items], [p.hypothesis for p in items], labels
-        if task == "distill":
-            assert self.distill_vectors is not None
-            return [self.distill_texts[i] for i in chosen], [], self.distill_vectors[chosen]
-        if task == "sts":
-            scored = [self.data.sts[i] for i in chosen]
-            return ([p.sentence1 for p in scored], [p.sentence2 for p in scored],
-                    torch.tensor([p.score / 5.0 for p in scored]))
-        batch: list[Pair] = [self.data.pairs[i] for i in chosen]
-        return [a for a, _ in batch], [b for _, b in batch], None
+        return task.batch(self._local(streams[task.stream].next()))
 
     # ------------------------------------------------------------------ evaluation and logging
 
@@ -358,10 +285,11 @@ class Trainer:
         return TrainedModel(self.model.encoder, self.model.response_head, self.model.nli_head)
 
     def evaluate(self) -> dict[str, Any]:
-        eval_pairs = self.data.heldout[: self.config.training.eval_pairs]
+        """Each task's own figures, and the encoder's STS Benchmark dev correlation."""
         metrics: dict[str, Any] = {}
-        if len(eval_pairs) >= 100:
-            metrics["response"] = response_precision(self.trained_model(), eval_pairs)
+        model = self.trained_model()
+        for task in self.tasks.values():
+            metrics |= task.evaluate(model)
         metrics["stsb_dev_pearson"] = evaluate_stsb(self.model.encoder, self.data_dir, "dev")["pearson"]
         return metrics
 
@@ -390,8 +318,8 @@ class Trainer:
                 step_started = time.perf_counter()
                 task = self._task(self.state.step)
                 first, second, labels = self._batch(task, streams)
-                loss = self.step(task, first, second, labels)
-                if task == training.objective:
+                loss = self.step(task.name, first, second, labels)
+                if task is self.objective:
                     self.state.seen_pairs += len(first) * self.world
                 self.state.step += 1
                 self.state.train_seconds += time.perf_counter() - step_started
@@ -400,7 +328,7 @@ class Trainer:
                                 status=f"loss {loss:.3f} · {rate:,.0f} pairs/s")
                 step = self.state.step
                 if step % training.log_every == 0:
-                    self.log({"step": step, "task": task, "loss": loss, "pairs_per_s": rate})
+                    self.log({"step": step, "task": task.name, "loss": loss, "pairs_per_s": rate})
                 if self.rank == 0 and step % training.eval_every == 0 and step < training.steps:
                     self.log({"step": step, "eval": self.evaluate()})
                 if step % training.checkpoint_every == 0 or step == training.steps:
