@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from rich.table import Table
 from indexer.choices import DATABASE_ENV_VAR
 from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
+
+if TYPE_CHECKING:
+    from retrieval.searcher import SearchResult
 
 app = typer.Typer(help="Find questions alike in meaning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -85,7 +88,20 @@ def flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:
     return rows
 
 
-def similarity_bar(similarity: float, width: int = 10) -> str:
-    """A 0-5 similarity as a bar of ``width`` cells."""
-    filled = round(max(0.0, min(similarity, 5.0)) / 5.0 * width)
+def similarity_bar(fraction: float, width: int = 10) -> str:
+    """A 0-1 figure (a search hit's match) as a bar of ``width`` cells."""
+    filled = round(max(0.0, min(fraction, 1.0)) * width)
     return "█" * filled + "░" * (width - filled)
+
+
+RESULT_COLUMNS = ("#", "match", "", "subject", "source")
+
+
+def result_row(result: SearchResult, bar_width: int = 10) -> tuple[str, ...]:
+    """A search hit as the cells of ``RESULT_COLUMNS``, for the CLI table and the TUI: the match
+    as a percentage and a bar, and "≈ #N" before the subject of a near-duplicate of hit N."""
+    subject = result.subject or result.excerpt
+    if result.duplicate_of is not None:
+        subject = f"≈ #{result.duplicate_of}  {subject}"
+    return (str(result.rank), f"{result.match:.0%}", similarity_bar(result.match, bar_width), subject,
+            Path(result.source).name)

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.common import (
+    RESULT_COLUMNS,
     DatabaseOption,
     IndexOption,
     JsonOption,
     ModelOption,
     app,
     print_figures,
-    similarity_bar,
+    result_row,
     user_errors,
 )
 from indexer.choices import DEFAULT_INDEX_DIR
@@ -40,14 +41,15 @@ def _results_table(query: str, results: list[SearchResult]) -> Table:
     from rich.table import Table
 
     table = Table(title=f"“{query}”", title_justify="left", expand=False)
-    table.add_column("#", justify="right")
-    table.add_column("sim 0-5", justify="right")
-    table.add_column("", no_wrap=True)
-    table.add_column("subject", ratio=3)
-    table.add_column("source", ratio=1, no_wrap=True, overflow="ellipsis", max_width=24)
+    for name in RESULT_COLUMNS:
+        if name == "subject":
+            table.add_column(name, ratio=3)
+        elif name == "source":
+            table.add_column(name, ratio=1, no_wrap=True, overflow="ellipsis", max_width=24)
+        else:
+            table.add_column(name, justify="right", no_wrap=True)
     for result in results:
-        table.add_row(str(result.rank), f"{result.similarity:.2f}", similarity_bar(result.similarity),
-                      result.subject or result.excerpt, Path(result.source).name)
+        table.add_row(*result_row(result))
     return table
 
 
@@ -68,12 +70,14 @@ def search(
     """Search an index by meaning."""
     from rich.console import Console
 
+    from retrieval.duplicates import mark_near_duplicates
     from retrieval.searcher import Searcher, SearchFilters
 
     queries = _queries(query)
     filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
     with user_errors(), Searcher(index_dir, database) as searcher:
-        batches = searcher.search_many(queries, k, filters)
+        batches = [mark_near_duplicates(searcher, results)
+                   for results in searcher.search_many(queries, k, filters)]
     console = Console()
     for text, results in zip(queries, batches, strict=True):
         if as_json:

@@ -59,14 +59,21 @@ class SearchFilters:
 @dataclass(frozen=True)
 class SearchResult:
     rank: int
-    id: int  # the question's row id (stable; what ``more_like`` takes)
-    external_id: str
+    row_id: int  # the database's row id (stable; what ``more_like`` takes)
+    external_id: str  # the question's id in the user's own collection
     source: str
     subject: str
     body: str
     metadata: dict[str, Any] = field(repr=False)
     cosine: float
     similarity: float  # Yang et al.'s 0-5 scale: 5 * (1 - arccos(cos) / pi)
+    duplicate_of: int | None = None  # rank of a better hit this one nearly duplicates
+
+    @property
+    def match(self) -> float:
+        """The cosine clipped at 0, read as a fraction: unrelated questions (cosine about 0)
+        show as 0, not as the 2.5 of 5 that the angular scale gives them."""
+        return max(0.0, self.cosine)
 
     @property
     def excerpt(self) -> str:
@@ -74,9 +81,9 @@ class SearchResult:
         return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rstrip() + "…"
 
     def as_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "id": self.id, "external_id": self.external_id,
-                "source": self.source, "subject": self.subject, "excerpt": self.excerpt,
-                "cosine": round(self.cosine, 6), "similarity": round(self.similarity, 4),
+        return {"rank": self.rank, "id": self.external_id, "source": self.source,
+                "subject": self.subject, "excerpt": self.excerpt, "match": round(self.match, 4),
+                "cosine": round(self.cosine, 6), "duplicate_of": self.duplicate_of,
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
 
 
