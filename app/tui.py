@@ -1,7 +1,9 @@
 """``askalike tui``: browse a question collection by meaning, a thin Textual layer over ``Searcher``.
 
-Searches run in a worker thread (the encoder is CPU-bound), debounced while the user types, so
-the interface never stutters; a newer search cancels the older one.
+The index and the model load in a worker thread, so that the first frame appears at once (a
+query typed meanwhile runs when they are ready). Searches run in a worker thread too (the
+encoder is CPU-bound), debounced while the user types, so the interface never stutters; a newer
+search cancels the older one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from app.common import similarity_bar
+from app.common import RESULT_COLUMNS, result_row
+from retrieval.duplicates import mark_near_duplicates
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 from train.errors import UserError
 
@@ -29,14 +32,21 @@ HELP = """\
 [b]askalike[/b]: search your questions by meaning
 
   type            search as you type (Enter searches at once)
-  ↑ ↓  j k        move through the results
-  Enter           open the selected question in the detail pane
+  ↑ ↓             move through the results, also from the search box
+  j k             the same, when not typing in the search box
+  Enter           open the selected question in full
   m               more like the selected question
   b  Escape       back to the previous search
   f               filter by source, category or date
+  c               clear the filters
   /               back to the search box
-  ?               this help        q  quit
+  ?  F1           this help
+  q  Ctrl+C       quit (q when not typing in the search box)
+
+Match: the cosine of the query and the question, clipped at 0
+(unrelated questions score about 0%). "≈ #2" marks a near-duplicate of hit 2.
 """
+SEARCH_MODE = "dense"  # the one search mode today; shown in the status line
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,18 @@ class Search:
     filters: SearchFilters = field(default_factory=SearchFilters)
 
     def describe(self) -> str:
-        text = f"more like “{self.like.subject or self.like.excerpt}”" if self.like else f"“{self.query}”"
-        return text + (" (filtered)" if self.filters else "")
+        return f"more like “{self.like.subject or self.like.excerpt}”" if self.like else f"“{self.query}”"
+
+
+def describe_filters(filters: SearchFilters) -> str:
+    """The filters in one line for the status bar; empty when there are none."""
+    parts = [*(f"source {name}" for name in filters.sources),
+             *(f"category {name}" for name in filters.categories)]
+    if filters.date_from:
+        parts.append(f"from {filters.date_from}")
+    if filters.date_to:
+        parts.append(f"to {filters.date_to}")
+    return f"filters: {', '.join(parts)} (c clears)" if parts else ""
 
 
 class MessageScreen(ModalScreen[None]):
@@ -107,9 +127,10 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
 
 
 def detail_markup(result: SearchResult) -> str:
-    """The detail pane: subject, metadata, body, and the comments when the source has them."""
+    """The full question: subject, metadata, body, and the comments when the source has them."""
     meta = result.metadata
-    facts = [f"similarity {result.similarity:.2f} (cosine {result.cosine:.3f})",
+    facts = [f"match {result.match:.0%} (cosine {result.cosine:.3f})",
+             *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
              *(f"{name} {meta[name]}" for name in ("category", "date") if meta.get(name)),
              f"source {Path(result.source).name}", f"id {result.external_id}"]
     parts = [f"[b]{escape(result.subject)}[/b]", f"[dim]{escape(' · '.join(facts))}[/dim]", "",
@@ -123,29 +144,58 @@ def detail_markup(result: SearchResult) -> str:
     return "\n".join(parts)
 
 
+class DetailScreen(ModalScreen[None]):
+    """One question in full, scrollable."""
+
+    BINDINGS: ClassVar = [Binding("escape,q,enter", "dismiss", "Close"),
+                          Binding("j", "scroll('down')", show=False),
+                          Binding("k", "scroll('up')", show=False)]
+
+    def __init__(self, result: SearchResult) -> None:
+        super().__init__()
+        self.result = result
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="full"):
+            yield Static(detail_markup(self.result), id="full-text")
+
+    def action_scroll(self, direction: str) -> None:
+        scroll = self.query_one("#full", VerticalScroll)
+        if direction == "down":
+            scroll.scroll_down()
+        else:
+            scroll.scroll_up()
+
+
 class SearchApp(App[None]):
     TITLE = "askalike"
     CSS = """
     #query { margin: 0 1; }
-    #status { height: 1; padding: 0 2; color: $text-muted; }
+    #statusbar { height: 1; padding: 0 2; color: $text-muted; }
+    #status { width: 1fr; }
+    #filters { width: auto; color: $warning; padding-right: 2; }
+    #mode { width: auto; }
     #body { height: 1fr; }
     #results { width: 3fr; min-width: 40; }
     #detail { width: 2fr; border-left: solid $primary; padding: 0 1; }
-    MessageScreen, FilterScreen { align: center middle; }
+    MessageScreen, FilterScreen, DetailScreen { align: center middle; }
     #dialog { width: 70; max-width: 95%; height: auto; padding: 1 2; border: round $primary;
               background: $panel; }
+    #full { width: 90%; height: 90%; padding: 1 2; border: round $primary; background: $panel; }
     #buttons { height: auto; margin-top: 1; }
     #dialog Button { margin-right: 2; }
     """
     BINDINGS: ClassVar = [
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("m", "more_like", "More like this"),
         Binding("b,escape", "back", "Back"),
         Binding("f", "filters", "Filters"),
+        Binding("c", "clear_filters", "Clear filters"),
         Binding("slash", "focus_search", "Search", key_display="/"),
-        Binding("j", "cursor('down')", "Down", show=False),
-        Binding("k", "cursor('up')", "Up", show=False),
+        Binding("down,j", "cursor('down')", "Down", show=False),
+        Binding("up,k", "cursor('up')", "Up", show=False),
     ]
 
     def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20) -> None:
@@ -157,40 +207,60 @@ class SearchApp(App[None]):
         self.history: list[Search] = []
         self.results: list[SearchResult] = []
         self._debounce: Timer | None = None
+        self._waiting: tuple[Search, bool] | None = None  # a search asked for while loading
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(placeholder="Search by meaning…", id="query")
-        yield Static("", id="status")
+        with Horizontal(id="statusbar"):
+            yield Static("", id="status")
+            yield Static("", id="filters")
+            yield Static(SEARCH_MODE, id="mode")
         with Horizontal(id="body"):
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
-            with VerticalScroll(id="detail"):
+            with VerticalScroll(id="detail", can_focus=False):
                 yield Static("", id="detail-text")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("#", "sim", "", "subject", "source")
+        table.add_columns(*RESULT_COLUMNS)
+        table.loading = True
+        self.sub_title = "loading…"
+        self._status("Loading the model and the index…")
+        self.query_one("#query", Input).focus()
+        self._open_searcher()
+
+    @work(thread=True, group="open")
+    def _open_searcher(self) -> None:
         try:
-            self.searcher = self.open_searcher()
+            searcher = self.open_searcher()
         except UserError as err:  # shown to the user, who can fix the cause
-            self._fail(str(err))
+            self.call_from_thread(self._fail, str(err))
             return
-        index = self.searcher.index
+        self.call_from_thread(self._opened, searcher)
+
+    def _opened(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+        self.query_one(DataTable).loading = False
+        index = searcher.index
         self.sub_title = (f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
-                          f"{self.searcher.count:,} questions")
-        if self.searcher.count == 0:
+                          f"{searcher.count:,} questions")
+        if searcher.count == 0:
             self._fail(f"The index {index.directory} is empty.\n\nAdd questions with:\n"
                        f"  askalike index SOURCE --index {index.directory}")
             return
         self._status("Type a question.")
-        self.query_one("#query", Input).focus()
+        if self._waiting is not None:
+            self._run(*self._waiting)
+            self._waiting = None
 
     def on_unmount(self) -> None:
         if self.searcher is not None:
             self.searcher.close()
 
     def _fail(self, message: str) -> None:
+        self.query_one(DataTable).loading = False
         self.query_one("#query", Input).disabled = True
         self._status("Nothing to search.")
         self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{escape(message)}"),
@@ -223,14 +293,21 @@ class SearchApp(App[None]):
             self.history.append(search)
         self._run(search, focus_results)
 
-    @work(thread=True, exclusive=True, group="search")
     def _run(self, search: Search, focus_results: bool = False) -> None:
-        assert self.searcher is not None
+        if self.searcher is None:  # still loading: runs once ready
+            self._waiting = (search, focus_results)
+            return
+        self._status(f"Searching {search.describe()}…")
+        self._search(self.searcher, search, focus_results)
+
+    @work(thread=True, exclusive=True, group="search")
+    def _search(self, searcher: Searcher, search: Search, focus_results: bool) -> None:
         try:
             if search.like is not None:
-                results = self.searcher.more_like(search.like.id, self.k, search.filters)
+                results = searcher.more_like(search.like.row_id, self.k, search.filters)
             else:
-                results = self.searcher.search(search.query, self.k, search.filters)
+                results = searcher.search(search.query, self.k, search.filters)
+            results = mark_near_duplicates(searcher, results)
         except UserError as err:  # reported in the status line
             self.call_from_thread(self._status, f"Search failed: {err}")
             return
@@ -241,8 +318,7 @@ class SearchApp(App[None]):
         table = self.query_one(DataTable)
         table.clear()
         for result in results:
-            table.add_row(str(result.rank), f"{result.similarity:.2f}", similarity_bar(result.similarity, 6),
-                          result.subject or result.excerpt, Path(result.source).name)
+            table.add_row(*result_row(result, bar_width=6))
         found = f"{len(results)} results" if results else "no results"
         self._status(f"{search.describe()}: {found}")
         self._detail(results[0] if results else None)
@@ -259,7 +335,9 @@ class SearchApp(App[None]):
 
     @on(DataTable.RowSelected)
     def _selected(self) -> None:
-        self.query_one("#detail", VerticalScroll).focus()
+        selected = self._selected_result()
+        if selected is not None:
+            self.push_screen(DetailScreen(selected))
 
     # ------------------------------------------------------------------ actions
 
@@ -280,7 +358,7 @@ class SearchApp(App[None]):
             return
         self.history.pop()
         previous = self.history[-1]
-        self.filters = previous.filters
+        self._show_filters(previous.filters)
         if previous.like is None:
             query = self.query_one("#query", Input)
             with query.prevent(Input.Changed):
@@ -289,16 +367,29 @@ class SearchApp(App[None]):
 
     def action_filters(self) -> None:
         def apply(filters: SearchFilters | None) -> None:
-            if filters is None or self.searcher is None or not self.history:
-                if filters is not None:
-                    self.filters = filters
-                return
-            self.filters = filters
+            if filters is not None:
+                self._apply_filters(filters)
+
+        self.push_screen(FilterScreen(self.filters), callback=apply)
+
+    def action_clear_filters(self) -> None:
+        self._apply_filters(SearchFilters())
+
+    def _apply_filters(self, filters: SearchFilters) -> None:
+        """Filter from now on, and run the current search again under the new filters."""
+        self._show_filters(filters)
+        if self.history:
             search = replace(self.history[-1], filters=filters)
             self.history.append(search)
             self._run(search, focus_results=True)
 
-        self.push_screen(FilterScreen(self.filters), callback=apply)
+    def _show_filters(self, filters: SearchFilters) -> None:
+        self.filters = filters
+        self.query_one("#filters", Static).update(describe_filters(filters))
+        self.refresh_bindings()  # "Clear filters" shows only while there are filters
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return bool(self.filters) if action == "clear_filters" else True
 
     def action_help(self) -> None:
         self.push_screen(MessageScreen(HELP))

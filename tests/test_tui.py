@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from pathlib import Path
 
 import pytest
 from helpers import QUIET, collection, write_jsonl
 
-from app.tui import DEBOUNCE_S, MessageScreen, SearchApp
+from app.tui import DEBOUNCE_S, DetailScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
 from retrieval.searcher import Searcher
 
@@ -50,6 +51,7 @@ def make_app(index_dir: Path) -> SearchApp:
 
 
 async def settle(pilot) -> None:
+    """Let the debounce fire and every worker (the loading one, searches) finish."""
     await pilot.pause(DEBOUNCE_S + 0.1)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -57,6 +59,10 @@ async def settle(pilot) -> None:
 
 def status(app: SearchApp) -> str:
     return str(app.query_one("#status").render())
+
+
+def filters_shown(app: SearchApp) -> str:
+    return str(app.query_one("#filters").render())
 
 
 @pytest.mark.slow
@@ -70,16 +76,43 @@ async def test_typing_shows_the_expected_first_result(index_dir):
         assert app.results[0].external_id == "q13"
         assert status(app).endswith("10 results")
         assert "q13" in str(app.query_one("#detail-text").render())
+        assert str(app.query_one("#mode").render()) == "dense"
 
 
 @pytest.mark.slow
 @synchronously
-async def test_navigation_more_like_this_and_back(index_dir):
+async def test_loading_shows_at_once_and_a_query_typed_meanwhile_runs_when_ready(index_dir):
+    may_open = threading.Event()
+
+    def open_slowly() -> Searcher:
+        may_open.wait()
+        return Searcher(index_dir)
+
+    app = SearchApp(open_slowly, k=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.query_one("DataTable").loading and status(app).startswith("Loading")
+        await pilot.press(*"cheap car", "enter")
+        assert app.results == [] and app.query_one("#query").value == "cheap car"
+        may_open.set()
+        await settle(pilot)
+        assert not app.query_one("DataTable").loading
+        assert status(app) == "“cheap car”: 10 results" and app.focused is app.query_one("DataTable")
+
+
+@pytest.mark.slow
+@synchronously
+async def test_navigation_more_like_this_back_and_the_full_question(index_dir):
     app = make_app(index_dir)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press(*"cheap car", "enter")
+        await pilot.press(*"cheap car")
         await settle(pilot)
         table = app.query_one("DataTable")
+        assert app.focused is app.query_one("#query")
+        await pilot.press("down", "down")  # from the search box
+        assert table.cursor_row == 2 and app.focused is app.query_one("#query")
+        await pilot.press("up", "enter")
+        await settle(pilot)
         assert app.focused is table
         await pilot.press("j", "j", "down", "k")
         assert table.cursor_row == 2
@@ -88,28 +121,59 @@ async def test_navigation_more_like_this_and_back(index_dir):
         await pilot.press("m")
         await settle(pilot)
         assert status(app).startswith("more like")
-        assert selected.id not in {r.id for r in app.results} and len(app.results) == 10
+        assert selected.row_id not in {r.row_id for r in app.results} and len(app.results) == 10
         await pilot.press("b")
         await settle(pilot)
         assert status(app).startswith("“cheap car”") and len(app.history) == 1
         await pilot.press("enter")
-        assert app.focused is app.query_one("#detail")
+        assert isinstance(app.screen, DetailScreen) and app.screen.result == app.results[0]
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
 
 
 @pytest.mark.slow
 @synchronously
-async def test_filters_restrict_results(index_dir):
+async def test_q_and_question_mark_type_in_the_search_box_and_act_elsewhere(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"quick kq?", "enter")
+        await settle(pilot)
+        assert app.query_one("#query").value == "quick kq?" and app.is_running
+        await pilot.press("question_mark")  # the results have the focus now
+        assert isinstance(app.screen, MessageScreen) and "Ctrl+C" in app.screen.message
+        await pilot.press("escape", "q")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running
+
+
+@pytest.mark.slow
+@synchronously
+async def test_ctrl_c_quits_while_typing(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"visa", "ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running
+
+
+@pytest.mark.slow
+@synchronously
+async def test_filters_are_shown_and_cleared(index_dir):
     app = make_app(index_dir)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"visa", "enter")
         await settle(pilot)
+        assert filters_shown(app) == "" and not app.check_action("clear_filters", ())
         await pilot.press("f")
         await pilot.pause()
         await pilot.click("#categories")
         await pilot.press(*"Visas and Permits", "enter")
         await settle(pilot)
         assert [r.external_id for r in app.results] == ["Q9_R1"]
-        assert "(filtered)" in status(app)
+        assert filters_shown(app) == "filters: category Visas and Permits (c clears)"
+        await pilot.press("c")
+        await settle(pilot)
+        assert filters_shown(app) == "" and len(app.results) == 10
 
 
 @synchronously
@@ -118,7 +182,7 @@ async def test_empty_index_screen(tmp_path, tiny_model):
     index_sources(tmp_path / "index", [tmp_path / "none.txt"], str(tiny_model), options=QUIET)
     app = make_app(tmp_path / "index")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(pilot)
         assert isinstance(app.screen, MessageScreen)
         assert "is empty" in app.screen.message and "askalike index" in app.screen.message
 
@@ -127,7 +191,7 @@ async def test_empty_index_screen(tmp_path, tiny_model):
 async def test_missing_index_screen(tmp_path):
     app = make_app(tmp_path / "nowhere")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await settle(pilot)
         assert isinstance(app.screen, MessageScreen) and "no index here" in app.screen.message
         await pilot.press("escape")
         await pilot.pause()
@@ -148,6 +212,7 @@ def test_detail_pane_snapshot(snap_compare, index_dir):
         await pilot.press(*"Family visa for my parents", "enter")
         await settle(pilot)
         await pilot.press("enter")
+        await pilot.pause()
 
     assert snap_compare(make_app(index_dir), terminal_size=SIZE, run_before=open_thread)
 
