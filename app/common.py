@@ -103,5 +103,5 @@ def result_row(result: SearchResult, bar_width: int = 10) -> tuple[str, ...]:
     subject = result.subject or result.excerpt
     if result.duplicate_of is not None:
         subject = f"≈ #{result.duplicate_of}  {subject}"
-    return (str(result.rank), f"{result.match:.0%}", similarity_bar(result.match, bar_width), subject,
+    return (str(result.rank), f"{result.match:>4.0%}", similarity_bar(result.match, bar_width), subject,
             Path(result.source).name)

@@ -32,7 +32,7 @@ HELP = """\
 [b]askalike[/b]: search your questions by meaning
 
   type            search as you type (Enter searches at once)
-  ↑ ↓             move through the results, also from the search box
+  ↑ ↓             move through the results (from anywhere)
   j k             the same, when not typing in the search box
   Enter           open the selected question in full
   m               more like the selected question

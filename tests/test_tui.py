@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, collection, write_jsonl
+from helpers import QUIET, ROOT, collection, write_jsonl
 
 from app.tui import DEBOUNCE_S, DetailScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
@@ -196,6 +202,45 @@ async def test_missing_index_screen(tmp_path):
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_code == 0
+
+
+def _wait_for(condition, what: str, screen, timeout_s: float = 120) -> None:
+    """Poll ``condition`` until it holds; the generous timeout only bounds a hung session."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; the screen:\n{screen()}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux): "
+                                                          "the real-terminal session needs it")
+def test_real_terminal_session(index_dir, tmp_path):
+    """`askalike tui` in a real terminal (tmux): the first frame, a typed query, Ctrl+C."""
+    tmux = ["tmux", "-L", f"askalike-test-{os.getpid()}"]  # a private server: no other session sees it
+    exit_status = tmp_path / "exit-status"
+    command = (f"{shlex.quote(sys.executable)} -m app tui --index {shlex.quote(str(index_dir))} -k 10; "
+               f"echo $? > {shlex.quote(str(exit_status))}")
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "tui"], capture_output=True,
+                              text=True).stdout
+
+    subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "30", "-s", "tui", "-c", str(ROOT),
+                    "-e", f"PYTHONPATH={ROOT}", command], check=True)
+    try:
+        _wait_for(lambda: "Type a question." in screen(), "the index to load", screen)
+        subprocess.run([*tmux, "send-keys", "-t", "tui", "Family visa for my parents"], check=True)
+        _wait_for(lambda: "“Family visa for my parents”: 10 results" in screen(), "the results", screen)
+        first_row = next(line for line in screen().splitlines() if line.lstrip().startswith("1 "))
+        assert "Family visa for my parents" in first_row
+        subprocess.run([*tmux, "send-keys", "-t", "tui", "C-c"], check=True)
+        _wait_for(exit_status.exists, "the app to quit", screen)
+        assert exit_status.read_text().strip() == "0"
+        _wait_for(lambda: subprocess.run([*tmux, "has-session", "-t", "tui"],
+                                         capture_output=True).returncode != 0, "the session to end", screen)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
 def test_main_screen_snapshot(snap_compare, index_dir):
