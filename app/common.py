@@ -12,11 +12,13 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from indexer.choices import DATABASE_ENV_VAR
 from train.data_dir import DATA_ENV_VAR
@@ -25,35 +27,60 @@ from train.errors import UserError
 if TYPE_CHECKING:
     from retrieval.searcher import SearchResult
 
-app = typer.Typer(help="Find questions alike in meaning.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
-eval_app = typer.Typer(help="Evaluate systems on the public benchmarks.", no_args_is_help=True)
+
+
+class _FlagsReadAsFlags:
+    """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class FlagsCommand(_FlagsReadAsFlags, TyperCommand):
+    pass
+
+
+class FlagsGroup(_FlagsReadAsFlags, TyperGroup):
+    pass
+
+
+class Typer(typer.Typer):
+    """``typer.Typer`` whose groups and commands show boolean flags as flags."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=FlagsGroup, **kwargs)
+
+    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or FlagsCommand, **kwargs)
+
+
+app = Typer(help="Find questions alike in meaning.", no_args_is_help=True, pretty_exceptions_enable=False)
+eval_app = Typer(help="Evaluate systems on the public benchmarks.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
 stderr = Console(stderr=True)
 
 DataDirOption = Annotated[
     Path | None,
-    typer.Option("--data-dir", envvar=DATA_ENV_VAR, show_envvar=True,
-                 help="Dataset directory [default: ../shared/data beside the checkout]."),
+    typer.Option("--data-dir", envvar=DATA_ENV_VAR, show_envvar=True, help="Dataset directory.",
+                 show_default="../shared/data beside the checkout"),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ModelOption = Annotated[str, typer.Option("--model", help="A model directory or pretrained:NAME "
-                                                          "(e.g. pretrained:all-MiniLM-L6-v2) "
-                                                          "[default: the shipped models/accurate].",
-                                          show_default=False)]
-
-
-
-
-
+                                                          "(e.g. pretrained:all-MiniLM-L6-v2).",
+                                          show_default="the shipped models/accurate")]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
     str | None,
     typer.Option("--db", envvar=DATABASE_ENV_VAR, show_envvar=True,
-                 help="Database URL (e.g. postgresql+psycopg://user@host/db) [default: SQLite in "
-                      "the index directory, or the one the index was built with]."),
+                 help="Database URL (e.g. postgresql+psycopg://user@host/db).",
+                 show_default="SQLite in the index directory, or the one the index was built with"),
 ]
+
 
 @contextmanager
 def user_errors() -> Iterator[None]:
@@ -63,7 +90,6 @@ def user_errors() -> Iterator[None]:
     except UserError as err:
         stderr.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-
 
 
 def print_figures(title: str, figures: dict, as_json: bool) -> None:

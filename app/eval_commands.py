@@ -134,7 +134,7 @@ def score(
 def eval_sts(
     model: ModelOption = DEFAULT_MODEL,
     split: Annotated[str, typer.Option(help="STS Benchmark split: dev or test.")] = "dev",
-    tuned: Annotated[bool, typer.Option(help="Fit Yang et al.'s transformation on STSb train "
+    tuned: Annotated[bool, typer.Option("--tuned", help="Fit Yang et al.'s transformation on STSb train "
                                              "first (4.4.1).")] = False,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
@@ -205,10 +205,11 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
 @eval_app.command("card")
 def eval_card(
     model: ModelOption = DEFAULT_MODEL,
-    with_test: Annotated[bool, typer.Option(help="Also the test splits: once per finished model, "
-                                                 "never to make choices.")] = False,
+    with_test: Annotated[bool, typer.Option(
+        "--with-test", help="Also the test splits: once per finished model, never to make "
+                            "choices.")] = False,
     write: Annotated[bool, typer.Option(
-        help="Record the figures in MODEL/metrics.json (under \"evaluation\", or "
+        "--write", help="Record the figures in MODEL/metrics.json (under \"evaluation\", or "
              "\"evaluation_torch\" with --torch).")] = False,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,

@@ -28,20 +28,20 @@ def index(
         help="Question files: .jsonl, .csv, .tsv (columns id, subject or title, body, any metadata), "
              ".txt (one question a line) or SemEval CQA .xml.")],
     model: Annotated[str | None, typer.Option(
-        "--model", help="A model directory or pretrained:NAME [default: the index's own; "
-                "for a new index the shipped models/accurate].")] = None,
+        "--model", help="A model directory or pretrained:NAME.",
+        show_default="the index's own; for a new index the shipped models/accurate")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     index_type: Annotated[str, IndexType] = "flat",
-    prune: Annotated[bool, typer.Option(help="Remove stored questions that are in none of the "
+    prune: Annotated[bool, typer.Option("--prune", help="Remove stored questions that are in none of the "
                                              "SOURCES.")] = False,
     on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
                                                    "or skip it and go on.")] = OnError.stop,
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
     commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
                                                           "the most an interrupt can cost.")] = 2048,
-    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for the encoder and FAISS "
-                                                            "[default: all].")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for the encoder and FAISS.",
+                                                show_default="all")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index question collections: new and changed questions are embedded, the rest kept."""
@@ -82,8 +82,8 @@ def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: Dat
 def check(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
-    repair: Annotated[bool, typer.Option(help="Rebuild the FAISS file from the database's vectors "
-                                              "(no re-embedding).")] = False,
+    repair: Annotated[bool, typer.Option(
+        "--repair", help="Rebuild the FAISS file from the database's vectors (no re-embedding).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Verify that the database and the FAISS index agree; exit 1 when they do not."""

@@ -13,8 +13,9 @@ from app.common import DataDirOption, app, user_errors
 @app.command("train")
 def train(
     config: Annotated[Path, typer.Argument(help="A training config, e.g. train/configs/dan-reddit.toml.")],
-    resume: Annotated[bool, typer.Option(help="Continue the run from its last checkpoint.")] = False,
-    run_dir: Annotated[Path | None, typer.Option(help="Run directory [default: runs/NAME].")] = None,
+    resume: Annotated[bool, typer.Option("--resume",
+                                         help="Continue the run from its last checkpoint.")] = False,
+    run_dir: Annotated[Path | None, typer.Option(help="Run directory.", show_default="runs/NAME")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="Train this many steps instead of the "
                                               "config's (a shorter run, or a longer one with "
                                               "--resume).")] = None,

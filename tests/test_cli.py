@@ -1,9 +1,11 @@
 """The askalike command line: figures, JSON, prediction files and one-line errors."""
 
 import json
+import re
 import shutil
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -125,3 +127,20 @@ def test_eval_card_records_dev_figures_that_eval_cqa_and_sts_reproduce(data_dir,
     assert json.loads(cqa.output)["map"] == recorded["cqa_map"]["dev2016"]
     sts = runner.invoke(app, ["eval", "sts", "--split", "dev", "--tuned", *common])
     assert json.loads(sts.output)["pearson"] == recorded["stsb"]["dev"]["tuned"]
+
+
+def _command_paths(group, prefix=()) -> list[tuple[str, ...]]:
+    paths = [prefix]
+    for name, command in group.commands.items() if hasattr(group, "commands") else ():
+        paths += _command_paths(command, (*prefix, name))
+    return paths
+
+
+@pytest.mark.parametrize("path", _command_paths(typer.main.get_command(app)), ids=" ".join)
+def test_help_reads_cleanly(path):
+    """Flags read as flags, and no default written in the help text is lost to Rich markup."""
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    assert not re.search(r"\S \.(?=\s)", result.output), result.output  # what "[default: x]" markup left
+    assert "--no-json" not in result.output
