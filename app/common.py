@@ -25,6 +25,8 @@ from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from retrieval.searcher import SearchResult
 
 
@@ -102,6 +104,15 @@ def print_figures(title: str, figures: dict, as_json: bool) -> None:
     for name, value in flatten(figures):
         table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
     Console().print(table)
+
+
+def progress_bars(enabled: bool = True) -> Progress:
+    """Progress bars on stderr, so that stdout holds only results; off (``enabled`` False) in
+    ``--json`` mode. Use as a context manager and add a task per long step."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=stderr, disable=not enabled, transient=True)
 
 
 def flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -16,6 +16,7 @@ from app.common import (
     app,
     eval_app,
     print_figures,
+    progress_bars,
     user_errors,
 )
 from retrieval.baselines import BASELINES
@@ -78,7 +79,7 @@ def eval_cqa(
         raise typer.BadParameter("give at least one --system or --model")
     if out is not None and len(split) * (len(systems) + len(models)) != 1:
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
-    with user_errors():
+    with user_errors(), progress_bars(enabled=not as_json) as progress:
         root = resolve_data_dir(data_dir)
         rerankers = {spec: Reranker(_encoder(spec, use_torch)) for spec in models}
         evaluations = []
@@ -88,7 +89,9 @@ def eval_cqa(
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
                 evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
             for spec, reranker in rerankers.items():
-                scores = reranker.scores(cqa_split.questions)
+                task = progress.add_task(f"{split_name.value} · {spec}", total=len(cqa_split.questions))
+                scores = reranker.scores(cqa_split.questions,
+                                         on_progress=lambda n, task=task: progress.advance(task, n))
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
     if out is not None:
         write_cqa_run(out, evaluations[0].predictions)

@@ -17,6 +17,7 @@ from app.common import (
     ModelOption,
     app,
     print_figures,
+    progress_bars,
     result_row,
     user_errors,
 )
@@ -96,33 +97,34 @@ def rerank(
     out: Annotated[Path, typer.Option(help="Prediction file in the official format.")],
     model: ModelOption = DEFAULT_MODEL,
     trec: Annotated[Path | None, typer.Option(help="Also write a TREC run file.")] = None,
-    gold: Annotated[Path | None, typer.Option(help="Gold .relevancy file: print the scorer's "
-                                                   "table.")] = None,
+    gold: Annotated[Path | None, typer.Option(help="Gold .relevancy file: report MAP, AvgRec "
+                                                   "and MRR.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rerank each original question's related questions by cosine (batch, SemEval format)."""
-    from retrieval.cqa import predictions_from_scores
+    """Rerank each original question's related questions by cosine (batch, SemEval format).
+
+    The prediction file ranks; it does not classify: its label column is true for every
+    candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
+    figures only (MAP, AvgRec, MRR), not P/R/F1/Acc."""
+    from retrieval.cqa import predictions_from_scores, ranking_summary
     from retrieval.cqa_runs import read_cqa_run, write_cqa_run
     from retrieval.reranker import Reranker, write_trec_run
-    from retrieval.scorer import format_report, score_run
+    from retrieval.scorer import score_run
     from train.cqa_questions import read_cqa_questions
     from train.inference import load_encoder
 
-    with user_errors():
+    with user_errors(), progress_bars(enabled=not as_json) as progress:
         questions = list(read_cqa_questions(input_file))
-        scores = Reranker(load_encoder(model)).scores(questions)
+        reranker = Reranker(load_encoder(model))
+        task = progress.add_task("reranking", total=len(questions))
+        scores = reranker.scores(questions, on_progress=lambda n: progress.advance(task, n))
         predictions = predictions_from_scores(questions, scores)
         write_cqa_run(out, predictions)
         if trec is not None:
             write_trec_run(trec, questions, scores, run_name=Path(model).name)
-        report = score_run(read_cqa_run(gold), predictions) if gold is not None else None
-    if report is None:
-        summary = {"questions": len(questions), "predictions": len(predictions), "out": str(out)}
-        print_figures("Reranked", summary, as_json)
-    elif as_json:
-        typer.echo(json.dumps(report.summary()))
-    else:
-        typer.echo(format_report(report))
+        ranking = ranking_summary(score_run(read_cqa_run(gold), predictions)) if gold is not None else {}
+    summary = {"questions": len(questions), "predictions": len(predictions), "out": str(out), **ranking}
+    print_figures("Reranked", summary, as_json)
 
 
 @app.command("similar")

@@ -43,3 +43,13 @@ def evaluate_scores(split: CqaSplit, system: str, scores: Sequence[Sequence[floa
                     threshold: float | None = None) -> CqaEvaluation:
     predictions = predictions_from_scores(split.questions, scores, threshold)
     return CqaEvaluation(split.name, system, predictions, score_run(split.gold, predictions))
+
+
+CLASSIFICATION_FIGURES = ("precision", "recall", "f1", "accuracy")
+
+
+def ranking_summary(report: ScoreReport) -> dict[str, float | int]:
+    """The report's headline figures without P/R/F1/Acc, for a ranking-only run: its prediction
+    file labels every candidate true (the official format needs a label), so those figures
+    would describe that convention rather than the system."""
+    return {name: value for name, value in report.summary().items() if name not in CLASSIFICATION_FIGURES}

@@ -3,13 +3,15 @@ features, no comments). ``askalike rerank`` and ``askalike eval cqa --model`` bo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from train.cqa_questions import OriginalQuestion
 from train.inference import Encoder
+
+QUESTIONS_PER_STEP = 10  # original questions embedded together (SemEval: 10 related each)
 
 
 class Reranker:
@@ -23,10 +25,18 @@ class Reranker:
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         return [(i, scores[i]) for i in order]
 
-    def scores(self, questions: Sequence[OriginalQuestion]) -> list[list[float]]:
+    def scores(self, questions: Sequence[OriginalQuestion],
+               on_progress: Callable[[int], None] | None = None) -> list[list[float]]:
         """Cosine of each original question (subject + body) to each of its related questions,
-        in file order; every text is embedded once, in batches."""
-        return self._cosines([q.text for q in questions], [[r.text for r in q.related] for q in questions])
+        in file order; every text is embedded once, in batches. ``on_progress(n)`` is called
+        as each step of ``n`` original questions is done."""
+        scores: list[list[float]] = []
+        for start in range(0, len(questions), QUESTIONS_PER_STEP):
+            step = questions[start : start + QUESTIONS_PER_STEP]
+            scores += self._cosines([q.text for q in step], [[r.text for r in q.related] for q in step])
+            if on_progress is not None:
+                on_progress(len(step))
+        return scores
 
     def _cosines(self, originals: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[float]]:
         flat = [text for group in candidates for text in group]

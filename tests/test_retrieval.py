@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from helpers import QUIET, ROOT, collection, make_tiny_model, write_jsonl
 from typer.testing import CliRunner
 
 from app.cli import app
+from app.common import result_row, similarity_bar
 from indexer.build import index_sources
+from retrieval.duplicates import first_near_duplicate
 from retrieval.reranker import Reranker
-from retrieval.searcher import Searcher, SearchError, SearchFilters
+from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchResult
+from train.cqa_questions import read_cqa_questions
 from train.inference import load_encoder
 
 runner = CliRunner()
@@ -34,13 +39,13 @@ def text_of(record: dict) -> str:
     return f"{record['subject']} {record['body']}"
 
 
-def test_own_text_comes_first_with_similarity_five(index_dir):
+def test_own_text_comes_first_with_a_full_match(index_dir):
     records = collection(64)
     with Searcher(index_dir) as searcher:
         for i in (0, 21, 50):
             (first, *rest) = searcher.search(text_of(records[i]), k=5)
             assert first.external_id == f"q{i}" and first.rank == 1
-            assert first.similarity == pytest.approx(5.0, abs=0.01)
+            assert first.match == pytest.approx(1.0, abs=1e-4)
             assert all(r.cosine <= first.cosine for r in rest) and len(rest) == 4
 
 
@@ -49,7 +54,7 @@ def test_search_many_matches_single_searches(index_dir):
     with Searcher(index_dir) as searcher:
         batched = searcher.search_many(queries, k=4)
         single = [searcher.search(q, k=4) for q in queries]
-    assert [[r.id for r in rs] for rs in batched] == [[r.id for r in rs] for rs in single]
+    assert [[r.row_id for r in rs] for rs in batched] == [[r.row_id for r in rs] for rs in single]
 
 
 def test_filters_exclude_what_they_should(index_dir):
@@ -69,8 +74,8 @@ def test_filters_exclude_what_they_should(index_dir):
 def test_more_like_leaves_the_question_out(index_dir):
     with Searcher(index_dir) as searcher:
         target = searcher.search(text_of(collection(64)[9]), k=1)[0]
-        similar = searcher.more_like(target.id, k=5)
-        assert len(similar) == 5 and target.id not in {r.id for r in similar}
+        similar = searcher.more_like(target.row_id, k=5)
+        assert len(similar) == 5 and target.row_id not in {r.row_id for r in similar}
         with pytest.raises(SearchError, match="not in the index"):
             searcher.more_like(10_000)
 
@@ -95,12 +100,42 @@ def test_reranker_orders_by_cosine(tiny_model):
 def test_search_command_table_json_and_stdin(index_dir):
     text = text_of(collection(64)[5])
     table = runner.invoke(app, ["search", text, "--index", str(index_dir), "-k", "3"])
-    assert table.exit_code == 0 and "“" in table.stdout and "5.00" in table.stdout
+    assert table.exit_code == 0 and "“" in table.stdout and "100%" in table.stdout
     lines = runner.invoke(app, ["search", "--index", str(index_dir), "-k", "2", "--json"],
                           input=f"{text}\n\nvisa\n").stdout.splitlines()
     results = [json.loads(line) for line in lines]
     assert [r["query"] for r in results] == [text, text, "visa", "visa"]
-    assert results[0]["external_id"] == "q5" and results[0]["rank"] == 1
+    assert results[0]["id"] == "q5" and results[0]["rank"] == 1 and results[0]["match"] == 1.0
+    assert set(results[0]) == {"query", "rank", "id", "source", "subject", "excerpt", "match", "cosine",
+                               "duplicate_of", "metadata"}
+
+
+def test_match_is_the_cosine_clipped_at_zero():
+    result = SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=-0.2, similarity=2.2)
+    assert result.match == 0.0 and replace(result, cosine=0.83).match == 0.83
+    assert similarity_bar(0.0, 10) == "░" * 10 and similarity_bar(0.5, 10) == "█" * 5 + "░" * 5
+    assert result_row(replace(result, cosine=0.83, duplicate_of=1))[1:4] == (" 83%", "████████░░", "≈ #1  s")
+
+
+def test_near_duplicates_point_to_the_best_ranked_copy():
+    vectors = np.array([[1, 0, 0], [0, 1, 0], [0.99, 0.141, 0], [0.98, 0.199, 0]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert first_near_duplicate(vectors, threshold=0.95) == [None, None, 0, 0]
+    assert first_near_duplicate(vectors[:1]) == [None]
+
+
+def test_search_marks_a_question_asked_twice(tmp_path, tiny_model):
+    records = collection(8)
+    twice = {**records[3], "id": "again", "body": records[3]["body"] + " "}
+    write_jsonl(tmp_path / "forum.jsonl", [*records, twice])
+    index_sources(tmp_path / "index", [tmp_path / "forum.jsonl"], str(tiny_model), options=QUIET)
+    lines = runner.invoke(app, ["search", text_of(records[3]), "--index", str(tmp_path / "index"),
+                                "-k", "3", "--json"]).stdout.splitlines()
+    first, second, third = (json.loads(line) for line in lines)
+    assert {first["id"], second["id"]} == {"q3", "again"}
+    assert (first["duplicate_of"], second["duplicate_of"], third["duplicate_of"]) == (None, 1, None)
+    table = runner.invoke(app, ["search", text_of(records[3]), "--index", str(tmp_path / "index"), "-k", "3"])
+    assert "≈ #1" in table.stdout
 
 
 def test_search_command_on_missing_index_is_one_line(tmp_path):
@@ -116,6 +151,7 @@ def test_rerank_round_trips_through_the_scorer(data_dir, tmp_path, tiny_model):
                                  "--model", str(tiny_model), "--out", str(pred), "--trec", str(trec),
                                  "--gold", str(gold), "--json"])
     assert rerank.exit_code == 0, rerank.output
+    assert not {"precision", "recall", "f1", "accuracy"} & json.loads(rerank.stdout).keys()
     scored = runner.invoke(app, ["score", str(gold), str(pred), "--json"])
     evaluated = runner.invoke(app, ["eval", "cqa", "--split", "test2016", "--model", str(tiny_model),
                                     "--json", "--data-dir", str(data_dir)])
@@ -123,6 +159,14 @@ def test_rerank_round_trips_through_the_scorer(data_dir, tmp_path, tiny_model):
     assert len(maps) == 1
     trec_lines = trec.read_text().splitlines()
     assert len(trec_lines) == 700 and trec_lines[0].split()[1] == "Q0"
+
+
+def test_reranker_reports_progress_and_scores_every_candidate(data_dir, tiny_model):
+    questions = list(read_cqa_questions(data_dir / "semeval-cqa" / "SemEval2016-Task3-CQA-QL-test.xml"))
+    steps: list[int] = []
+    scores = Reranker(load_encoder(tiny_model)).scores(questions, on_progress=steps.append)
+    assert sum(steps) == len(questions) == 70 and len(steps) == 7
+    assert [len(s) for s in scores] == [len(q.related) for q in questions]
 
 
 def test_similar_command(tiny_model):
