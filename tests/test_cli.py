@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import typer
+from helpers import ROOT
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -144,3 +145,55 @@ def test_help_reads_cleanly(path):
     assert "<bool>" not in result.output
     assert not re.search(r"\S \.(?=\s)", result.output), result.output  # what "[default: x]" markup left
     assert "--no-json" not in result.output
+
+
+def documented_schema(title: str) -> dict:
+    """The JSON Schema titled ``title`` in docs/cli.md."""
+    blocks = re.findall(r"```json\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(), re.DOTALL)
+    return next(schema for schema in map(json.loads, blocks) if schema["title"] == title)
+
+
+JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict,
+              "array": list, "null": type(None)}
+
+
+def assert_documented(output: dict, title: str) -> None:
+    schema = documented_schema(title)
+    assert set(schema["required"]) <= output.keys() <= schema["properties"].keys()
+    for key, value in output.items():
+        types = schema["properties"][key]["type"]
+        allowed = tuple(JSON_TYPES[name] for name in ([types] if isinstance(types, str) else types))
+        assert isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed), key
+
+
+def json_of(args: list[str], input: str | None = None) -> list[dict]:
+    result = runner.invoke(app, [*args, "--json"], input=input)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_json_outputs_are_as_documented(tmp_path, tiny_model):
+    source = tmp_path / "questions.csv"
+    source.write_text("id,subject,body,category\nA1,visa renewal,how long does it take?,visas\n"
+                      "A2,cheap cars,where to buy a used car?,cars\n")
+    index = ["--index", str(tmp_path / "index")]
+    (indexed,) = json_of(["index", str(source), "--model", str(tiny_model), *index])
+    assert_documented(indexed, "index --json")
+    lines = json_of(["search", *index, "-k", "2"], input="visa renewal\ncars\n")
+    assert len(lines) == 4 and lines[0]["id"] == "A1"
+    for line in lines:
+        assert_documented(line, "search --json line")
+    assert_documented(json_of(["check", *index])[0], "check --json")
+    (similar,) = json_of(["similar", "a visa", "a car", "--model", str(tiny_model)])
+    assert_documented(similar, "similar --json")
+
+
+def test_cqa_json_outputs_are_as_documented(data_dir, tmp_path, tiny_model):
+    cqa = data_dir / "semeval-cqa"
+    (evaluated,) = json_of(["eval", "cqa", "--split", "dev2016", "--system", "ir",
+                            "--data-dir", str(data_dir)])
+    assert_documented(evaluated, "eval cqa --json line")
+    rerank = ["rerank", str(cqa / "SemEval2016-Task3-CQA-QL-dev.xml"), "--model", str(tiny_model),
+              "--out", str(tmp_path / "run.pred")]
+    assert_documented(json_of(rerank)[0], "rerank --json")
+    assert_documented(json_of([*rerank, "--gold", str(gold_path(data_dir))])[0], "rerank --json")
