@@ -19,6 +19,7 @@ from app.common import (
     user_errors,
 )
 from retrieval.baselines import BASELINES
+from retrieval.fusion import SearchMode
 from train.data_dir import CQA_SPLITS
 from train.model_io import DEFAULT_MODEL
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from retrieval.cqa import CqaEvaluation
+    from retrieval.reranker import Reranker
     from train.inference import Encoder
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
@@ -46,6 +48,20 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
     return load_encoder(spec)
 
 
+def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
+    """A model's reranker in ``mode``, hybrid with the model's tuned dense weight."""
+    from retrieval.reranker import Reranker
+    from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
+
+    weight = hybrid_dense_weight(spec)
+    return Reranker(_encoder(spec, use_torch), mode,
+                    UNTUNED_DENSE_WEIGHT if weight is None else weight)
+
+
+def _system_name(spec: str, mode: SearchMode) -> str:
+    return spec if mode == SearchMode.dense else f"{spec}+{mode}"
+
+
 def _summary_json(evaluation: CqaEvaluation) -> str:
     return json.dumps({"split": evaluation.split, "system": evaluation.system,
                        **evaluation.report.summary()})
@@ -60,6 +76,9 @@ def eval_cqa(
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
                                                   "(one split and one system or model only).")] = None,
+    mode: Annotated[list[SearchMode] | None, typer.Option(
+        help="How --model ranks: cosine (dense), BM25 (lexical) or both fused (hybrid, with the "
+             "model's dense weight tuned on dev 2016); repeatable [default: dense].")] = None,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
@@ -69,7 +88,6 @@ def eval_cqa(
 
     from retrieval.cqa import evaluate_scores
     from retrieval.cqa_runs import load_cqa_split, write_cqa_run
-    from retrieval.reranker import Reranker
     from retrieval.scorer import format_report
     from train.data_dir import resolve_data_dir
 
@@ -80,7 +98,8 @@ def eval_cqa(
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
         root = resolve_data_dir(data_dir)
-        rerankers = {spec: Reranker(_encoder(spec, use_torch)) for spec in models}
+        rerankers = {_system_name(spec, chosen): _reranker(spec, chosen, use_torch)
+                     for spec in models for chosen in (mode or [SearchMode.dense])}
         evaluations = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
@@ -209,16 +228,19 @@ def eval_card(
                                                  "never to make choices.")] = False,
     write: Annotated[bool, typer.Option(
         help="Record the figures in MODEL/metrics.json (under \"evaluation\", or "
-             "\"evaluation_torch\" with --torch).")] = False,
+             "\"evaluation_torch\" with --torch), and the tuned hybrid weight in "
+             "MODEL/config.json.")] = False,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
+    from train.files import write_text_atomically
+
     from retrieval.model_card import model_figures
     from train.data_dir import resolve_data_dir
-    from train.model_io import ModelError
+    from train.model_io import HYBRID_WEIGHT_KEY, ModelError, read_model_config
 
     metrics_path = Path(model) / "metrics.json"
     with user_errors():
@@ -228,5 +250,8 @@ def eval_card(
         if write:
             metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
             key = "evaluation_torch" if use_torch else "evaluation"
-            metrics_path.write_text(json.dumps({**metrics, key: figures}, indent=2) + "\n")
+            write_text_atomically(metrics_path, json.dumps({**metrics, key: figures}, indent=2) + "\n")
+            if not use_torch:  # queries use the exported encoder: its weight is the one to keep
+                config = {**read_model_config(Path(model)), HYBRID_WEIGHT_KEY: figures[HYBRID_WEIGHT_KEY]}
+                write_text_atomically(Path(model) / "config.json", json.dumps(config, indent=2) + "\n")
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

@@ -1,5 +1,6 @@
-"""The seed reranker: order an original question's candidates by cosine to it (no interaction
-features, no comments). ``askalike rerank`` and ``askalike eval cqa --model`` both go through it."""
+"""The reranker: order an original question's candidates by cosine to it, by BM25, or by both
+fused (``retrieval.fusion``); no interaction features, no comments. ``askalike rerank`` and
+``askalike eval cqa --model`` both go through it."""
 
 from __future__ import annotations
 
@@ -8,25 +9,42 @@ from pathlib import Path
 
 import numpy as np
 
+from indexer.lexical import rank_candidates
+from retrieval.fusion import SearchMode, fuse_lists
 from train.cqa_questions import OriginalQuestion
 from train.inference import Encoder
 
 
 class Reranker:
-    def __init__(self, encoder: Encoder, batch_size: int = 256) -> None:
-        self.encoder = encoder
+    def __init__(self, encoder: Encoder | None, mode: SearchMode = SearchMode.dense,
+                 dense_weight: float = 0.5, batch_size: int = 256) -> None:
+        if encoder is None and mode != SearchMode.lexical:
+            raise ValueError(f"{mode} reranking needs an encoder")
+        self.encoder, self.mode, self.dense_weight = encoder, mode, dense_weight
         self.batch_size = batch_size
 
     def rerank(self, original: str, candidates: Sequence[str]) -> list[tuple[int, float]]:
         """(candidate position, cosine), best first; ties keep the given order."""
-        (scores,) = self._cosines([original], [list(candidates)])
+        (scores,) = self._cosines([original], [list(candidates)])  # dense: a pair of texts
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         return [(i, scores[i]) for i in order]
 
     def scores(self, questions: Sequence[OriginalQuestion]) -> list[list[float]]:
-        """Cosine of each original question (subject + body) to each of its related questions,
-        in file order; every text is embedded once, in batches."""
-        return self._cosines([q.text for q in questions], [[r.text for r in q.related] for q in questions])
+        """Each original question's score (subject + body) for each of its related questions, in
+        file order: cosine (every text embedded once, in batches), BM25 (term statistics from all
+        related questions), or both fused per original question."""
+        if self.mode == SearchMode.lexical:
+            return self.lexical_scores(questions)
+        dense = self._cosines([q.text for q in questions], [[r.text for r in q.related] for q in questions])
+        if self.mode == SearchMode.dense:
+            return dense
+        return [fuse_lists(d, lex, self.dense_weight)
+                for d, lex in zip(dense, self.lexical_scores(questions), strict=True)]
+
+    @staticmethod
+    def lexical_scores(questions: Sequence[OriginalQuestion]) -> list[list[float]]:
+        return rank_candidates([q.text for q in questions],
+                               [[(relq.id, relq.text) for relq in q.related] for q in questions])
 
     def _cosines(self, originals: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[float]]:
         flat = [text for group in candidates for text in group]

@@ -94,3 +94,16 @@ def weights_fingerprint(spec: str | Path) -> str:
                 digest.update(chunk)
     return digest.hexdigest()[:16]
 
+
+
+HYBRID_WEIGHT_KEY = "hybrid_dense_weight"
+UNTUNED_DENSE_WEIGHT = 0.5
+
+
+def hybrid_dense_weight(spec: str | Path) -> float | None:
+    """The dense weight of hybrid search tuned for this model (``askalike eval card --write``
+    records it in config.json); None when it was never tuned (a ``pretrained:NAME`` peer)."""
+    if pretrained_name(spec) is not None:
+        return None
+    weight = read_model_config(Path(spec)).get(HYBRID_WEIGHT_KEY)
+    return float(weight) if isinstance(weight, int | float) else None
