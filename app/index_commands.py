@@ -24,7 +24,8 @@ from indexer.manifest import DEFAULT_INDEX_DIR
 from indexer.sources import OnError
 from indexer.vector_index import INDEX_TYPES
 
-IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.")
+IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)} [default: "
+                                             "the index's own; flat for a new index].")
 
 
 @app.command("index")
@@ -37,7 +38,7 @@ def index(
                 "for a new index the shipped models/accurate].")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
-    index_type: Annotated[str, IndexType] = "flat",
+    index_type: Annotated[str | None, IndexType] = None,
     prune: Annotated[bool, typer.Option(help="Remove stored questions that are in none of the "
                                              "SOURCES.")] = False,
     on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
