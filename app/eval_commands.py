@@ -27,6 +27,7 @@ from train.datasets import (
     write_cqa_run,
 )
 from train.evaluation import evaluate_stsb, evaluate_transfer, nli_accuracy, response_precision
+from train.files import require_output_file, write_text_atomically
 from train.model_io import DEFAULT_MODEL, ModelError, load_model
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
@@ -57,6 +58,8 @@ def eval_cqa(
     if out is not None and len(split) * (len(systems) + len(models)) != 1:
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
+        if out is not None:
+            require_output_file(out)
         root = resolve_data_dir(data_dir)
         rerankers = {spec: Reranker(load_model(spec).encoder) for spec in models}
         evaluations = []
@@ -68,8 +71,8 @@ def eval_cqa(
             for spec, reranker in rerankers.items():
                 scores = reranker.scores(cqa_split.questions)
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
-    if out is not None:
-        write_cqa_run(out, evaluations[0].predictions)
+        if out is not None:
+            write_cqa_run(out, evaluations[0].predictions)
     if as_json:
         for evaluation in evaluations:
             typer.echo(_summary_json(evaluation))
@@ -176,5 +179,6 @@ def eval_card(
         figures = model_figures(load_model(model).encoder, resolve_data_dir(data_dir), with_test)
         if write:
             metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-            metrics_path.write_text(json.dumps({**metrics, "evaluation": figures}, indent=2) + "\n")
+            write_text_atomically(metrics_path,
+                                  json.dumps({**metrics, "evaluation": figures}, indent=2) + "\n")
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

@@ -28,6 +28,7 @@ from retrieval.reranker import Reranker, write_trec_run
 from retrieval.scorer import format_report, score_run
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 from train.datasets import read_cqa_questions, read_cqa_run, write_cqa_run
+from train.files import require_output_file
 from train.model_io import DEFAULT_MODEL, load_encoder
 from train.similarity import angular_similarity, pair_cosine, require_text
 
@@ -96,6 +97,9 @@ def rerank(
 ) -> None:
     """Rerank each original question's related questions by cosine (batch, SemEval format)."""
     with user_errors():
+        for path in (out, trec):
+            if path is not None:
+                require_output_file(path)
         questions = list(read_cqa_questions(input_file))
         scores = Reranker(load_encoder(model)).scores(questions)
         predictions = predictions_from_scores(questions, scores)

@@ -30,9 +30,8 @@ from indexer.manifest import (
     read_manifest,
     write_manifest,
 )
-from indexer.sources import OnError, SourceQuestion, read_source
+from indexer.sources import SOURCE_CHARS, OnError, SourceQuestion, read_source
 from indexer.store import (
-    SOURCE_CHARS,
     SQLITE_FILE,
     EncoderIdentity,
     Store,

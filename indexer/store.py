@@ -45,14 +45,12 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from indexer.sources import SourceQuestion
+from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
 from train.errors import UserError
 
 SQLITE_FILE = "askalike.sqlite3"
 SCHEMA_VERSION = "1"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
-SOURCE_CHARS = 1024  # the longest source path and external id the columns hold
-EXTERNAL_ID_CHARS = 512
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
 
@@ -120,16 +118,13 @@ class EncoderIdentity:
         return (self.fingerprint, self.dim) == (other.fingerprint, other.dim)
 
 
-class EncoderMismatchError(UserError):
-    """Vectors of one encoder used with another."""
-
-
-def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, where: str,
-                         fix: str) -> None:
-    """Refuse ``given`` when its weights differ from those ``where`` was built with."""
+def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, where: str, fix: str,
+                         error: type[UserError]) -> None:
+    """Refuse ``given`` (raising ``error``) when its weights differ from those of the vectors
+    ``where`` holds."""
     if not recorded.same_weights(given):
-        raise EncoderMismatchError(f"{where} holds vectors of {recorded.describe()}; "
-                                   f"{given.describe()} is a different encoder: {fix}")
+        raise error(f"{where} holds vectors of {recorded.describe()}; {given.describe()} is a "
+                    f"different encoder: {fix}")
 
 
 _QUESTION_COLUMNS = (QuestionRow.id, QuestionRow.source, QuestionRow.external_id, QuestionRow.subject,
@@ -323,7 +318,8 @@ class Store:
                 return
         recorded = EncoderIdentity(**json.loads(value))
         require_same_encoder(recorded, identity, "this index",
-                             f"use --model {recorded.model}, or index into a new --index directory")
+                             f"use --model {recorded.model}, or index into a new --index directory",
+                             StoreError)
 
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that

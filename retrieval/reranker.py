@@ -10,6 +10,7 @@ import numpy as np
 
 from train.datasets import OriginalQuestion
 from train.encoders import SentenceEncoder
+from train.files import write_text_atomically
 
 
 class Reranker:
@@ -49,4 +50,4 @@ def write_trec_run(path: Path, questions: Sequence[OriginalQuestion], scores: Se
         for rank, i in enumerate(order, start=1):
             lines.append(f"{question.id} Q0 {question.related[i].id} {rank} "
                          f"{question_scores[i]:.6f} {run_name}\n")
-    path.write_text("".join(lines))
+    write_text_atomically(path, "".join(lines))

@@ -76,7 +76,7 @@ class Searcher:
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
                                  f"search with --model {identity.model} or rebuild the index "
-                                 "with the new model")
+                                 "with the new model", SearchError)
             self.encoder = encoder or load_encoder(spec)
         except BaseException:
             self.index.close()

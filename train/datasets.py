@@ -11,6 +11,7 @@ import csv
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 from defusedxml import DefusedXmlException
 
 from train.errors import UserError
+from train.files import atomic_write
 
 DATA_ENV_VAR = "ASKALIKE_DATA"
 _CHECKOUT = Path(__file__).resolve().parent.parent
@@ -82,7 +84,7 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                     raise DataError(path, f"not valid UTF-8 at byte {err.start} of the line",
                                     number) from None
                 yield number, text.rstrip("\r\n")
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:  # zlib: a damaged .gz
             raise DataError(path, f"cannot read ({err})", number + 1) from None
 
 
@@ -464,6 +466,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
         except json.JSONDecodeError as err:
             yield number, DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
             continue
+        except RecursionError:
+            yield number, DataError(path, "JSON nested too deeply", number)
+            continue
         if not isinstance(record, dict):
             yield number, DataError(path, f"expected a JSON object, got {type(record).__name__}", number)
             continue
@@ -550,12 +555,10 @@ def read_cqa_run(path: Path) -> list[CqaRunLine]:
 
 def write_cqa_run(path: Path, lines: Iterable[CqaRunLine]) -> None:
     """Write the official tab-separated prediction format, atomically."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         for item in lines:
             label = "true" if item.label else "false"
             handle.write(f"{item.orgq_id}\t{item.relq_id}\t{item.rank}\t{float(item.score)!r}\t{label}\n")
-    os.replace(temporary, path)
 
 
 # --------------------------------------------------------------------------- CQA splits

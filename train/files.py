@@ -29,15 +29,20 @@ def remove_stale_temporaries(directory: Path, pattern: str = ".*.tmp") -> None:
         leftover.unlink(missing_ok=True)
 
 
+def require_output_file(path: Path) -> None:
+    """Refuse an output path that can never be a file, before any work is done for it."""
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path}: the directory {path.parent} does not exist")
+
+
 @contextmanager
 def atomic_write(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` to write; when the block succeeds the file is
     synced and renamed onto ``path``, else removed: readers see the old file or the new one.
     A path that cannot be written raises :class:`OutputError` naming it."""
-    if path.is_dir():
-        raise OutputError(f"{path}: is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise OutputError(f"{path}: the directory {path.parent} does not exist")
+    require_output_file(path)
     temporary = temporary_name(path)
     try:
         yield temporary

@@ -8,7 +8,6 @@ with their own vocabulary, ``backbone/`` for a fine-tuned pretrained transformer
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
 from train.errors import UserError
+from train.files import files_sha256
 from train.objectives import NliHead, ResponseSelectionHead
 from train.text import Vocabulary
 
@@ -152,9 +152,4 @@ def weights_fingerprint(spec: str | Path) -> str:
     paths = [path for path in paths if path.is_file()]
     if not paths:
         raise ModelError(f"{spec}: no weights to fingerprint")
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
+    return files_sha256(paths)[:16]

@@ -29,6 +29,7 @@ from train.datasets import NLI_LABELS, NliPair, read_word_vectors
 from train.distillation import distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb, response_precision
+from train.files import atomic_write
 from train.model_io import PRETRAINED, TrainedModel, save_model
 from train.objectives import (
     NliHead,
@@ -247,12 +248,8 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": self.config.as_dict(),
         }
-        temporary = self.checkpoint_path.with_suffix(".tmp")
-        with open(temporary, "wb") as handle:
+        with atomic_write(self.checkpoint_path) as temporary, open(temporary, "wb") as handle:
             torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.checkpoint_path)
 
     def load_checkpoint(self) -> bool:
         if not self.checkpoint_path.is_file():
