@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from app.common import (
     DatabaseOption,
@@ -63,7 +64,7 @@ def index(
     with user_errors():
         report = index_sources(index_dir, sources, model, database, options)
     for problem in report.skipped:
-        stderr.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
@@ -100,7 +101,7 @@ def check(
         typer.echo(json.dumps(figures))
     else:
         for problem in report.problems:
-            stderr.print(f"[red]problem:[/red] {problem}", highlight=False, soft_wrap=True)
+            stderr.print(f"[red]problem:[/red] {escape(problem)}", highlight=False, soft_wrap=True)
         typer.echo(f"{report.index}: {report.questions} questions, {report.vectors} vectors: "
                    + ("consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"))
     if not report.ok:

@@ -160,12 +160,19 @@ def _parse_url(url: str) -> URL:
 
 
 def _read_only_sqlite(path: Path, timeout: float) -> Any:
-    """A connection factory that never writes. In a directory we may not write, SQLite cannot
-    make the WAL's shared-memory file, so the database is opened as immutable (a snapshot)."""
+    """A connection factory for reading that never creates the database. SQLite reads a WAL
+    database through a shared-memory file beside it: where the directory is writable, SQLite
+    makes and removes it itself (``mode=rw``: the file must exist); where it is not, a running
+    writer's is used read-only, and without a writer the file is opened as immutable."""
     if not path.is_file():
         raise StoreError(f"{path}: the database file is missing (deleted or moved?); rebuild the "
                          "index with `askalike index`")
-    options = "mode=ro" if os.access(path.parent, os.W_OK) else "mode=ro&immutable=1"
+    if os.access(path.parent, os.W_OK):
+        options = "mode=rw"
+    elif Path(f"{path}-wal").exists():
+        options = "mode=ro"
+    else:
+        options = "mode=ro&immutable=1"
     uri = f"{path.resolve().as_uri()}?{options}"
     return lambda: sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
 
