@@ -20,7 +20,7 @@ from indexer.manifest import (
     load_faiss,
     read_manifest,
 )
-from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url
+from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, masked_url
 from indexer.vector_index import index_ids
 
 
@@ -85,7 +85,7 @@ def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
         by_source = store.counts_by_source()
         generation = store.generation()
     return {
-        "index": str(index_dir), "database": manifest.database,
+        "index": str(index_dir), "database": masked_url(store.url),
         "model": manifest.encoder.model, "weights": manifest.encoder.fingerprint,
         "dimensions": manifest.encoder.dim, "index_type": manifest.index_type,
         "parameters": manifest.parameters, "questions": sum(by_source.values()),
