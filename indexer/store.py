@@ -203,6 +203,11 @@ def lock_timeout_s() -> float:
     return seconds
 
 
+def _database_reason(err: DatabaseError) -> str:
+    """The first line of the driver's message (PostgreSQL adds detail lines)."""
+    return (str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0]
+
+
 def _is_lock_timeout(err: OperationalError) -> bool:
     text = str(err.orig).lower()
     return "database is locked" in text or "lock timeout" in text or "busy" in text
@@ -239,7 +244,7 @@ class Store:
                 self._create_schema()
         except DatabaseError as err:
             self.engine.dispose()
-            reason = str(err.orig).strip().splitlines()[0]
+            reason = _database_reason(err)
             raise StoreError(f"cannot open the database {masked_url(url)}: {reason}") from None
         except BaseException:
             self.engine.dispose()
@@ -291,7 +296,7 @@ class Store:
                     f"{where}: another program holds a write lock on the database; gave up after "
                     f"{self.busy_timeout_s:g} s (set {LOCK_TIMEOUT_ENV_VAR} to wait longer); "
                     "this transaction was rolled back, earlier ones are kept") from None
-            reason = str(err.orig).strip().splitlines()[0]
+            reason = _database_reason(err)
             raise StoreError(f"{where}: {reason} (this transaction was rolled back, earlier "
                              "ones are kept)") from None
 
@@ -302,7 +307,7 @@ class Store:
             with Session(self.engine) as session:
                 yield session
         except DatabaseError as err:
-            reason = str(err.orig).strip().splitlines()[0]
+            reason = _database_reason(err)
             raise StoreError(f"cannot read the database {masked_url(self.url)}: {reason}") from None
 
     # ------------------------------------------------------------------ settings
