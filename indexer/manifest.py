@@ -87,14 +87,15 @@ def read_manifest(index_dir: Path) -> Manifest | None:
     try:
         manifest = Manifest.from_json(path.read_text(encoding="utf-8"))
     except (ValueError, KeyError, TypeError, RecursionError) as err:
-        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run `askalike check --repair "
-                          f"--index {index_dir}` to rebuild it from the database") from None
+        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run "
+                                  f"`{REPAIR_HINT.format(dir=index_dir)}` to rebuild it from the "
+                                  "database") from None
     if Path(manifest.faiss_file).name != manifest.faiss_file:
         raise IndexDirectoryError(f"{path}: faiss_file {manifest.faiss_file!r} is not a file name in "
                                   f"the index directory; run `{REPAIR_HINT.format(dir=index_dir)}`")
     if manifest.format != FORMAT_VERSION:
         raise IndexDirectoryError(f"{path}: manifest format {manifest.format}, this askalike reads "
-                          f"{FORMAT_VERSION}")
+                                  f"{FORMAT_VERSION}")
     return manifest
 
 

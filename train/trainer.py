@@ -29,7 +29,7 @@ from train.datasets import NLI_LABELS, NliPair, read_word_vectors
 from train.distillation import distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb, response_precision
-from train.files import atomic_write
+from train.files import atomic_write, remove_stale_temporaries
 from train.model_io import PRETRAINED, TrainedModel, save_model
 from train.objectives import (
     NliHead,
@@ -248,6 +248,8 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": self.config.as_dict(),
         }
+        # a killed run's partial checkpoint goes first (rank 0 is the only writer of the run)
+        remove_stale_temporaries(self.checkpoint_path.parent, f".{self.checkpoint_path.name}.*.tmp")
         with atomic_write(self.checkpoint_path) as temporary, open(temporary, "wb") as handle:
             torch.save(payload, handle)
 
