@@ -337,23 +337,41 @@ def test_out_naming_a_directory(tmp_path, tiny_model):
     assert list(out.iterdir()) == []
 
 
-@pytest.mark.reliability("a FAISS file whose structure is corrupt while its checksum matches the "
-                         "manifest (both rewritten)",
-                         "exit 2: the file is unreadable, rebuild with `check --repair`; the repair "
-                         "restores it")
-def test_a_structurally_corrupt_faiss_file(built):
-    index_dir, _ = built
+def _corrupt_structure_keeping_the_checksum(index_dir: Path) -> None:
+    """A FAISS file FAISS cannot parse, with a manifest whose size and sha256 match it."""
     (faiss_file,) = index_dir.glob("vectors-*.faiss")
     corrupt = b"NOPE" + faiss_file.read_bytes()[4:]
     faiss_file.write_bytes(corrupt)
     manifest = json.loads((index_dir / "manifest.json").read_text())
     manifest["faiss_sha256"] = hashlib.sha256(corrupt).hexdigest()
     (index_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.reliability("a FAISS file whose structure is corrupt while its checksum matches the "
+                         "manifest (both rewritten), then search, check and `check --repair`",
+                         "exit 2: the file is unreadable, rebuild with `check --repair`; the repair "
+                         "restores it")
+def test_a_structurally_corrupt_faiss_file(built):
+    index_dir, _ = built
+    _corrupt_structure_keeping_the_checksum(index_dir)
     assert_one_line_error(invoke("search", "visa", "--index", index_dir),
                           r"vectors-\d+\.faiss: unreadable .*check --repair")
     assert invoke("check", "--index", index_dir).exit_code == 1
     assert invoke("check", "--repair", "--index", index_dir).exit_code == 0
     assert len(search_ids(index_dir, "visa", 4)) == 4
+
+
+@pytest.mark.reliability("an add-only `askalike index` run on a FAISS file whose structure is "
+                         "corrupt while its checksum matches the manifest",
+                         "the file is rebuilt from the database (no FAISS RuntimeError); every "
+                         "question is searchable")
+def test_an_add_only_run_rebuilds_a_structurally_corrupt_faiss_file(built, tmp_path, tiny_model):
+    index_dir, _ = built
+    _corrupt_structure_keeping_the_checksum(index_dir)
+    more = write_jsonl(tmp_path / "more.jsonl", [dict(r, id=f"m{r['id']}") for r in collection(10)])
+    report = index(more, index_dir, tiny_model)
+    assert report["faiss_rebuilt"] and report["total"] == 210
+    assert check_index(index_dir).ok
 
 
 @pytest.mark.reliability("`askalike check --repair` on an empty directory",
