@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from indexer.choices import DATABASE_ENV_VAR
@@ -58,7 +59,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        stderr.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        stderr.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

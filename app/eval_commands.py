@@ -90,6 +90,7 @@ def eval_cqa(
     from retrieval.cqa_runs import load_cqa_split, write_cqa_run
     from retrieval.scorer import format_report
     from train.data_dir import resolve_data_dir
+    from train.files import require_output_file
 
     systems, models = system or [], model or []
     if not systems and not models:
@@ -97,6 +98,8 @@ def eval_cqa(
     if out is not None and len(split) * (len(systems) + len(models)) != 1:
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors():
+        if out is not None:
+            require_output_file(out)
         root = resolve_data_dir(data_dir)
         rerankers = {_system_name(spec, chosen): _reranker(spec, chosen, use_torch)
                      for spec in models for chosen in (mode or [SearchMode.dense])}
@@ -109,8 +112,8 @@ def eval_cqa(
             for spec, reranker in rerankers.items():
                 scores = reranker.scores(cqa_split.questions)
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
-    if out is not None:
-        write_cqa_run(out, evaluations[0].predictions)
+        if out is not None:
+            write_cqa_run(out, evaluations[0].predictions)
     if as_json:
         for evaluation in evaluations:
             typer.echo(_summary_json(evaluation))
@@ -236,10 +239,9 @@ def eval_card(
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
-    from train.files import write_text_atomically
-
     from retrieval.model_card import model_figures
     from train.data_dir import resolve_data_dir
+    from train.files import write_text_atomically
     from train.model_io import HYBRID_WEIGHT_KEY, ModelError, read_model_config
 
     metrics_path = Path(model) / "metrics.json"

@@ -102,9 +102,13 @@ def rerank(
     from retrieval.reranker import Reranker, write_trec_run
     from retrieval.scorer import format_report, score_run
     from train.cqa_questions import read_cqa_questions
+    from train.files import require_output_file
     from train.inference import load_encoder
 
     with user_errors():
+        for path in (out, trec):
+            if path is not None:
+                require_output_file(path)
         questions = list(read_cqa_questions(input_file))
         scores = Reranker(load_encoder(model)).scores(questions)
         predictions = predictions_from_scores(questions, scores)

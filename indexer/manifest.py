@@ -6,19 +6,27 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import faiss
+
 from indexer.store import EncoderIdentity
+from indexer.vector_index import configure_search, read_index
 from train.errors import UserError
+from train.files import file_sha256, remove_stale_temporaries, write_text_atomically
 
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "index.lock"
+ID_FILE = "index.id"
 FORMAT_VERSION = 1
+OWN_DATABASE = ""  # the manifest's database when it is the SQLite file in the index directory
+REPAIR_HINT = "askalike check --repair --index {dir}"
 
 
 class IndexDirectoryError(UserError):
@@ -28,7 +36,9 @@ class IndexDirectoryError(UserError):
 @dataclass
 class Manifest:
     encoder: EncoderIdentity
-    database: str  # the database URL, password hidden
+    # the database URL, password hidden; OWN_DATABASE for the index directory's own SQLite file
+    # (so that the directory can be moved or copied); older manifests name it by absolute URL
+    database: str
     index_type: str
     parameters: dict[str, Any]
     count: int  # vectors in the FAISS file
@@ -44,9 +54,25 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
+        """Parse and type-check a manifest; ValueError, KeyError or TypeError when it is not one."""
         values = json.loads(text)
-        values["encoder"] = EncoderIdentity(**values["encoder"])
-        return cls(**values)
+        if not isinstance(values, dict) or not isinstance(values.get("encoder"), dict):
+            raise TypeError("not a manifest object")
+        values["encoder"] = _typed(EncoderIdentity, values["encoder"])
+        return _typed(cls, values)
+
+
+_FIELD_TYPES = {"str": str, "int": int, "dict[str, Any]": dict, "EncoderIdentity": EncoderIdentity}
+
+
+def _typed(cls: type, values: dict[str, Any]) -> Any:
+    """``cls(**values)`` once every value has its field's type (bool is not an int here)."""
+    instance = cls(**values)
+    for item in fields(cls):
+        value, expected = getattr(instance, item.name), _FIELD_TYPES[str(item.type)]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"{item.name!r} is {type(value).__name__}, expected {expected.__name__}")
+    return instance
 
 
 def faiss_file_name(generation: int) -> str:
@@ -58,25 +84,46 @@ def read_manifest(index_dir: Path) -> Manifest | None:
     if not path.is_file():
         return None
     try:
-        manifest = Manifest.from_json(path.read_text())
-    except (ValueError, KeyError, TypeError) as err:
-        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run `askalike check --repair "
-                          f"--index {index_dir}` to rebuild it from the database") from None
+        manifest = Manifest.from_json(path.read_text(encoding="utf-8"))
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run "
+                                  f"`{REPAIR_HINT.format(dir=index_dir)}` to rebuild it from the "
+                                  "database") from None
+    if Path(manifest.faiss_file).name != manifest.faiss_file:
+        raise IndexDirectoryError(f"{path}: faiss_file {manifest.faiss_file!r} is not a file name in "
+                                  f"the index directory; run `{REPAIR_HINT.format(dir=index_dir)}`")
     if manifest.format != FORMAT_VERSION:
         raise IndexDirectoryError(f"{path}: manifest format {manifest.format}, this askalike reads "
-                          f"{FORMAT_VERSION}")
+                                  f"{FORMAT_VERSION}")
     return manifest
+
+
+def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
+    """The FAISS file the manifest names, after checking its size and sha256 against the
+    manifest's (every open: a damaged file is never searched or extended)."""
+    path = index_dir / manifest.faiss_file
+    hint = REPAIR_HINT.format(dir=index_dir)
+    if not path.is_file():
+        raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
+    if path.stat().st_size != manifest.faiss_bytes:
+        raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
+                                  f"{manifest.faiss_bytes} (truncated or damaged, so its checksum cannot "
+                                  f"match); rebuild it with `{hint}`")
+    if file_sha256(path) != manifest.faiss_sha256:
+        raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
+                                  f"(damaged on disk); rebuild it from the database with `{hint}`")
+    try:
+        index = read_index(path)
+        configure_search(index, manifest.index_type, manifest.parameters)
+    except (RuntimeError, KeyError, TypeError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
+                                  f"with `{hint}`") from None
+    return index
 
 
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
     """Replace the manifest atomically, then drop FAISS files it no longer names."""
-    path = index_dir / MANIFEST_FILE
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_text_atomically(index_dir / MANIFEST_FILE, manifest.to_json())
     for old in index_dir.glob("vectors-*.faiss"):
         if old.name != manifest.faiss_file:
             old.unlink(missing_ok=True)
@@ -84,7 +131,11 @@ def write_manifest(index_dir: Path, manifest: Manifest) -> None:
 
 @contextmanager
 def index_lock(index_dir: Path) -> Iterator[None]:
-    """Exclusive use of an index directory for writing; a second writer is refused at once."""
+    """Exclusive use of an index directory for writing; a second writer is refused at once.
+    Temporaries a killed writer left behind are removed once the lock is held."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
+                                  "or holding an index)")
     index_dir.mkdir(parents=True, exist_ok=True)
     with open(index_dir / LOCK_FILE, "a+") as handle:
         try:
@@ -98,8 +149,26 @@ def index_lock(index_dir: Path) -> Iterator[None]:
         handle.truncate()
         handle.write(f"askalike pid {os.getpid()}")
         handle.flush()
+        remove_stale_temporaries(index_dir)
         try:
             yield
         finally:
             handle.truncate(0)
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def index_id(index_dir: Path) -> str | None:
+    """The id that ties an index directory to its database (None: an older index without one)."""
+    path = index_dir / ID_FILE
+    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
+
+
+def ensure_index_id(index_dir: Path) -> str:
+    """The directory's id, made on its first index run (written before the database is claimed,
+    so that an interrupted first run is still recognised by its re-run)."""
+    existing = index_id(index_dir)
+    if existing is not None:
+        return existing
+    new = uuid.uuid4().hex
+    write_text_atomically(index_dir / ID_FILE, new + "\n")
+    return new

@@ -12,6 +12,7 @@ import numpy as np
 from indexer.lexical import rank_candidates
 from retrieval.fusion import SearchMode, fuse_lists
 from train.cqa_questions import OriginalQuestion
+from train.files import write_text_atomically
 from train.inference import Encoder
 
 
@@ -67,4 +68,4 @@ def write_trec_run(path: Path, questions: Sequence[OriginalQuestion], scores: Se
         for rank, i in enumerate(order, start=1):
             lines.append(f"{question.id} Q0 {question.related[i].id} {rank} "
                          f"{question_scores[i]:.6f} {run_name}\n")
-    path.write_text("".join(lines))
+    write_text_atomically(path, "".join(lines))

@@ -11,15 +11,13 @@ from typing import Any
 
 import faiss
 import numpy as np
-from sqlalchemy import ColumnElement, and_, or_, select
-from sqlalchemy.orm import Session
 
 from indexer.directory import OpenIndex, open_index
-from indexer.store import QuestionRow
+from indexer.store import EncoderIdentity, require_same_encoder
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
 from train.model_io import weights_fingerprint
-from train.similarity import angular_similarity
+from train.similarity import angular_similarity, require_text
 
 EXCERPT_CHARS = 240
 
@@ -40,20 +38,6 @@ class SearchFilters:
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
-
-    def condition(self) -> ColumnElement[bool]:
-        parts: list[ColumnElement[bool]] = []
-        if self.sources:
-            parts.append(or_(*(or_(QuestionRow.source == name,
-                                   QuestionRow.source.endswith("/" + name, autoescape=True))
-                               for name in self.sources)))
-        if self.categories:
-            parts.append(QuestionRow.meta["category"].as_string().in_(self.categories))
-        if self.date_from:
-            parts.append(QuestionRow.meta["date"].as_string() >= self.date_from)
-        if self.date_to:
-            parts.append(QuestionRow.meta["date"].as_string() <= self.date_to)
-        return and_(*parts)
 
 
 @dataclass(frozen=True)
@@ -89,10 +73,10 @@ class Searcher:
         identity = self.index.manifest.encoder
         spec = model or identity.model
         try:
-            if weights_fingerprint(spec) != identity.fingerprint:
-                raise SearchError(f"{index_dir} was built with {identity.describe()}; {spec} is a "
-                                  f"different encoder: search with --model {identity.model} or "
-                                  "rebuild the index with the new model")
+            given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
+            require_same_encoder(identity, given, str(index_dir),
+                                 f"search with --model {identity.model} or rebuild the index "
+                                 "with the new model", SearchError)
             self.encoder = encoder or load_encoder(spec)
         except BaseException:
             self.index.close()
@@ -119,6 +103,7 @@ class Searcher:
         """One FAISS batch search for all queries, embedded together."""
         if not queries:
             return []
+        require_text(queries, "query")
         return self._search_vectors(self.encoder.encode(list(queries)), k, filters, exclude=None)
 
     def more_like(self, question_id: int, k: int = 10,
@@ -130,11 +115,6 @@ class Searcher:
             raise SearchError(f"question {question_id} is not in the index") from None
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
 
-    def _allowed_ids(self, filters: SearchFilters) -> np.ndarray:
-        with Session(self.index.store.engine) as session:
-            ids = session.scalars(select(QuestionRow.id).where(filters.condition()))
-            return np.fromiter(ids, dtype=np.int64)
-
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:
         if self.count == 0:
@@ -142,21 +122,31 @@ class Searcher:
                               "`askalike index SOURCE`")
         params = None
         if filters:
-            allowed = self._allowed_ids(filters)
+            allowed = self.index.store.ids_matching(filters.sources, filters.categories,
+                                                    filters.date_from, filters.date_to)
             if exclude is not None:
                 allowed = allowed[allowed != exclude]
             if not len(allowed):
                 return [[] for _ in vectors]
             params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
-        # a deleted-but-still-indexed id (a run was interrupted) is dropped below: ask for spares
+        # ids deleted but still indexed (a run was interrupted after its commit) are skipped:
+        # ask FAISS for more until each query has k live hits or the index is exhausted
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
-        cosines, ids = (self.index.faiss.search(vectors, wanted, params=params) if params
-                        else self.index.faiss.search(vectors, wanted))
-        found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
+        while True:
+            cosines, ids = (self.index.faiss.search(vectors, wanted, params=params) if params
+                            else self.index.faiss.search(vectors, wanted))
+            found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
+            live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
+                     if i >= 0 and int(i) != exclude and int(i) in found]
+                    for row_cosines, row_ids in zip(cosines, ids, strict=True)]
+            exhausted = (ids < 0).any(axis=1)  # FAISS had no more candidates for that query
+            if wanted >= self.count or all(len(hits) >= k or done
+                                           for hits, done in zip(live, exhausted, strict=True)):
+                break
+            wanted = min(2 * wanted, self.count)
         results = []
-        for row_cosines, row_ids in zip(cosines, ids, strict=True):
-            hits = [(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
-                    if i >= 0 and int(i) != exclude and int(i) in found][:k]
+        for row_hits in live:
+            hits = row_hits[:k]
             similarities = angular_similarity(np.array([c for _, c in hits], dtype=np.float64))
             results.append([
                 SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject,
