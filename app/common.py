@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from indexer.choices import DATABASE_ENV_VAR
+from retrieval.fusion import SearchMode
 from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
 
@@ -45,6 +46,10 @@ ModelOption = Annotated[str, typer.Option("--model", help="A model directory or 
 
 
 
+ModeOption = Annotated[SearchMode | None, typer.Option(
+    "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused "
+                   "[default: hybrid when the model has a tuned hybrid weight, else dense].",
+    show_default=False)]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
     str | None,

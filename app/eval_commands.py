@@ -49,13 +49,9 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
 
 
 def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
-    """A model's reranker in ``mode``, hybrid with the model's tuned dense weight."""
     from retrieval.reranker import Reranker
-    from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
 
-    weight = hybrid_dense_weight(spec)
-    return Reranker(_encoder(spec, use_torch), mode,
-                    UNTUNED_DENSE_WEIGHT if weight is None else weight)
+    return Reranker.for_model(spec, mode, _encoder(spec, use_torch) if mode != SearchMode.lexical else None)
 
 
 def _system_name(spec: str, mode: SearchMode) -> str:

@@ -14,6 +14,7 @@ from app.common import (
     IndexOption,
     JsonOption,
     ModelOption,
+    ModeOption,
     app,
     print_figures,
     similarity_bar,
@@ -63,6 +64,7 @@ def search(
     category: Annotated[list[str] | None, typer.Option(help="Only this category; repeatable.")] = None,
     since: Annotated[str | None, typer.Option(help="Only questions dated on or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Only questions dated on or before (ISO).")] = None,
+    mode: ModeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
 ) -> None:
     """Search an index by meaning."""
@@ -73,7 +75,7 @@ def search(
     queries = _queries(query)
     filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
     with user_errors(), Searcher(index_dir, database) as searcher:
-        batches = searcher.search_many(queries, k, filters)
+        batches = searcher.search_many(queries, k, filters, mode)
     console = Console()
     for text, results in zip(queries, batches, strict=True):
         if as_json:
@@ -94,23 +96,24 @@ def rerank(
     trec: Annotated[Path | None, typer.Option(help="Also write a TREC run file.")] = None,
     gold: Annotated[Path | None, typer.Option(help="Gold .relevancy file: print the scorer's "
                                                    "table.")] = None,
+    mode: ModeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rerank each original question's related questions by cosine (batch, SemEval format)."""
+    """Rerank each original question's related questions by cosine, BM25 or both (batch,
+    SemEval format)."""
     from retrieval.cqa import predictions_from_scores
     from retrieval.cqa_runs import read_cqa_run, write_cqa_run
     from retrieval.reranker import Reranker, write_trec_run
     from retrieval.scorer import format_report, score_run
     from train.cqa_questions import read_cqa_questions
     from train.files import require_output_file
-    from train.inference import load_encoder
 
     with user_errors():
         for path in (out, trec):
             if path is not None:
                 require_output_file(path)
         questions = list(read_cqa_questions(input_file))
-        scores = Reranker(load_encoder(model)).scores(questions)
+        scores = Reranker.for_model(model, mode).scores(questions)
         predictions = predictions_from_scores(questions, scores)
         write_cqa_run(out, predictions)
         if trec is not None:

@@ -20,6 +20,7 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from indexer.choices import DATABASE_ENV_VAR, INDEX_TYPES, OnError
+from indexer.lexical import LexicalIndex
 from indexer.manifest import (
     OWN_DATABASE,
     IndexDirectoryError,
@@ -27,7 +28,9 @@ from indexer.manifest import (
     ensure_index_id,
     faiss_file_name,
     index_lock,
+    lexical_file_name,
     load_faiss,
+    load_lexical,
     read_manifest,
     write_manifest,
 )
@@ -48,6 +51,7 @@ from indexer.vector_index import (
     write_index,
 )
 from train.datasets import DataError
+from train.files import atomic_write, file_sha256
 from train.inference import Encoder, load_encoder
 from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, weights_fingerprint
 
@@ -204,10 +208,10 @@ def _stale_ids(store: Store, keep: set[tuple[str, str]]) -> list[int]:
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
                       database: str, only_added: bool = False,
                       rebuild: bool = False) -> tuple[Manifest, bool]:
-    """Bring the FAISS file up to the store's generation. When the manifest's file was current
-    before this run and the run only added questions, the new vectors are appended; otherwise
-    (and always with ``rebuild``) the index is rebuilt from the stored vectors. Returns the
-    manifest and whether it rebuilt."""
+    """Bring the FAISS file and the BM25 file up to the store's generation. When the manifest's
+    files were current before this run and the run only added questions, the new vectors and
+    texts are appended; otherwise (and always with ``rebuild``) both are rebuilt from the store.
+    Returns the manifest and whether the FAISS file was rebuilt."""
     manifest = read_manifest(index_dir)
     generation, count = store.generation(), store.count()
     index = None
@@ -216,7 +220,7 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
             index = load_faiss(index_dir, manifest)
         except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
             index = None
-    if index is not None and manifest.generation == generation:
+    if index is not None and manifest.generation == generation and manifest.lexical_file:
         return manifest, False
     if index is not None and not (only_added and count <= 2 * manifest.parameters.get("chosen_for", count)):
         index = None  # changed or removed questions, or grown past what the parameters suit
@@ -238,13 +242,33 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     configure_search(index, index_type, parameters)
     name = faiss_file_name(generation)
     digest = write_index(index, index_dir / name)
+    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None)
+    lexical_name = lexical_file_name(generation)
+    with atomic_write(index_dir / lexical_name) as temporary:
+        temporary.write_bytes(lexical.to_bytes())
     manifest = Manifest(encoder=encoder, database=manifest_database(index_dir, database),
                         index_type=index_type,
                         parameters=parameters, count=int(index.ntotal), generation=generation,
                         faiss_file=name, faiss_sha256=digest,
-                        faiss_bytes=(index_dir / name).stat().st_size)
+                        faiss_bytes=(index_dir / name).stat().st_size,
+                        lexical_file=lexical_name, lexical_sha256=file_sha256(index_dir / lexical_name),
+                        lexical_bytes=(index_dir / lexical_name).stat().st_size)
     write_manifest(index_dir, manifest)
     return manifest, rebuilt
+
+
+def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) -> LexicalIndex:
+    """The BM25 index of the stored questions: ``previous``'s file extended with the questions
+    added since (only when that run added questions alone: ids then only grow), else built anew."""
+    if previous is not None and previous.lexical_file:
+        try:
+            lexical = load_lexical(index_dir, previous)
+        except IndexDirectoryError:  # missing or damaged: built anew below
+            pass
+        else:
+            known = int(lexical.doc_ids.max()) if len(lexical) else -1
+            return lexical.updated(store.texts(after_id=known), ())
+    return LexicalIndex.build(store.texts())
 
 
 def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,

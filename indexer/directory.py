@@ -18,6 +18,7 @@ from indexer.manifest import (
     index_id,
     index_lock,
     load_faiss,
+    load_lexical,
     read_manifest,
 )
 from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, masked_url
@@ -113,8 +114,8 @@ class CheckReport:
 
 
 def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
-    """Does the FAISS file match its checksum, and hold exactly the stored questions' ids, built
-    from the store's current generation with the store's encoder?"""
+    """Do the FAISS and BM25 files match their checksums, and hold exactly the stored questions'
+    ids, built from the store's current generation with the store's encoder?"""
     report = CheckReport(str(index_dir))
     manifest = _require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
@@ -148,10 +149,18 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
         extra = np.setdiff1d(indexed, stored).size
         report.problems.append(f"{missing} stored questions are not in the FAISS index and "
                                f"{extra} indexed ids are not in the database")
+    try:
+        lexical = load_lexical(index_dir, manifest)  # verifies size and checksum
+    except IndexDirectoryError as err:
+        report.problems.append(str(err))
+        return
+    if not np.array_equal(stored, lexical.doc_ids):
+        report.problems.append(f"the lexical (BM25) index holds {len(lexical)} questions, the "
+                               f"database {len(stored)}")
 
 
 def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
-    """Rebuild the FAISS file (and manifest) from the vectors in the database; no re-embedding."""
+    """Rebuild the FAISS and BM25 files (and manifest) from the database; no re-embedding."""
     if not index_dir.is_dir() or not (database or (index_dir / MANIFEST_FILE).is_file()
                                       or (index_dir / SQLITE_FILE).is_file()):
         raise IndexDirectoryError(f"{index_dir}: no index to repair (no manifest and no database); "

@@ -16,6 +16,7 @@ from typing import Any
 
 import faiss
 
+from indexer.lexical import LexicalIndex
 from indexer.store import EncoderIdentity
 from indexer.vector_index import configure_search, read_index
 from train.errors import UserError
@@ -46,6 +47,10 @@ class Manifest:
     faiss_file: str  # a name inside the index directory
     faiss_sha256: str
     faiss_bytes: int
+    # the BM25 index of the same questions ("": none yet, an index built before lexical search)
+    lexical_file: str = ""
+    lexical_sha256: str = ""
+    lexical_bytes: int = 0
     updated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     format: int = FORMAT_VERSION
 
@@ -79,6 +84,10 @@ def faiss_file_name(generation: int) -> str:
     return f"vectors-{generation:08d}.faiss"
 
 
+def lexical_file_name(generation: int) -> str:
+    return f"lexical-{generation:08d}.npz"
+
+
 def read_manifest(index_dir: Path) -> Manifest | None:
     path = index_dir / MANIFEST_FILE
     if not path.is_file():
@@ -89,43 +98,64 @@ def read_manifest(index_dir: Path) -> Manifest | None:
         raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run "
                                   f"`{REPAIR_HINT.format(dir=index_dir)}` to rebuild it from the "
                                   "database") from None
-    if Path(manifest.faiss_file).name != manifest.faiss_file:
-        raise IndexDirectoryError(f"{path}: faiss_file {manifest.faiss_file!r} is not a file name in "
-                                  f"the index directory; run `{REPAIR_HINT.format(dir=index_dir)}`")
+    for key in ("faiss_file", "lexical_file"):
+        name = getattr(manifest, key)
+        if Path(name).name != name:
+            raise IndexDirectoryError(f"{path}: {key} {name!r} is not a file name in the index "
+                                      f"directory; run `{REPAIR_HINT.format(dir=index_dir)}`")
     if manifest.format != FORMAT_VERSION:
         raise IndexDirectoryError(f"{path}: manifest format {manifest.format}, this askalike reads "
                                   f"{FORMAT_VERSION}")
     return manifest
 
 
-def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
-    """The FAISS file the manifest names, after checking its size and sha256 against the
-    manifest's (every open: a damaged file is never searched or extended)."""
-    path = index_dir / manifest.faiss_file
+def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
+    """The path of a file the manifest names, once its size and sha256 match the manifest's
+    (every open: a damaged file is never searched or extended)."""
+    path = index_dir / name
     hint = REPAIR_HINT.format(dir=index_dir)
     if not path.is_file():
         raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
-    if path.stat().st_size != manifest.faiss_bytes:
+    if path.stat().st_size != size:
         raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
-                                  f"{manifest.faiss_bytes} (truncated or damaged, so its checksum cannot "
+                                  f"{size} (truncated or damaged, so its checksum cannot "
                                   f"match); rebuild it with `{hint}`")
-    if file_sha256(path) != manifest.faiss_sha256:
+    if file_sha256(path) != sha256:
         raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
                                   f"(damaged on disk); rebuild it from the database with `{hint}`")
+    return path
+
+
+def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
+    """The FAISS file the manifest names, verified."""
+    path = _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
     try:
         index = read_index(path)
         configure_search(index, manifest.index_type, manifest.parameters)
     except (RuntimeError, KeyError, TypeError) as err:
         raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
-                                  f"with `{hint}`") from None
+                                  f"with `{REPAIR_HINT.format(dir=index_dir)}`") from None
     return index
 
 
+def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalIndex:
+    """The BM25 index the manifest names, verified."""
+    hint = REPAIR_HINT.format(dir=index_dir)
+    if not manifest.lexical_file:
+        raise IndexDirectoryError(f"{index_dir}: this index has no lexical (BM25) index yet; add it "
+                                  f"with `{hint}` or by running `askalike index` again")
+    path = _verified(index_dir, manifest.lexical_file, manifest.lexical_bytes, manifest.lexical_sha256)
+    try:
+        return LexicalIndex.read(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable ({err}); rebuild it with `{hint}`") from None
+
+
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
-    """Replace the manifest atomically, then drop FAISS files it no longer names."""
+    """Replace the manifest atomically, then drop the FAISS and BM25 files it no longer names."""
     write_text_atomically(index_dir / MANIFEST_FILE, manifest.to_json())
-    for old in index_dir.glob("vectors-*.faiss"):
-        if old.name != manifest.faiss_file:
+    for old in [*index_dir.glob("vectors-*.faiss"), *index_dir.glob("lexical-*.npz")]:
+        if old.name not in (manifest.faiss_file, manifest.lexical_file):
             old.unlink(missing_ok=True)
 
 

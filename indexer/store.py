@@ -46,6 +46,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
+from train.cqa_questions import join_subject_body
 from train.errors import UserError
 
 SQLITE_FILE = "askalike.sqlite3"
@@ -437,6 +438,28 @@ class Store:
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
+
+    def vectors_of(self, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
+        """The stored (exact) vectors of the given questions; ids no longer stored are absent."""
+        found: dict[int, np.ndarray] = {}
+        with self._reading() as session:
+            for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
+                part = [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
+                rows = session.execute(select(QuestionRow.id, QuestionRow.vector)
+                                       .where(QuestionRow.id.in_(part)))
+                found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
+                             for row in rows)
+        return found
+
+    def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
+        """(row id, embedded text: subject and body) of the stored questions with ids above
+        ``after_id``, in id order, read a chunk at a time."""
+        with self._reading() as session:
+            result = session.execute(select(QuestionRow.id, QuestionRow.subject, QuestionRow.body)
+                                     .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
+                                     .execution_options(yield_per=chunk))
+            for row in result:
+                yield row[0], join_subject_body(row[1], row[2])
 
     def write(self, source: str, questions: Sequence[SourceQuestion], vectors: np.ndarray,
               existing_ids: Sequence[int | None]) -> list[int]:

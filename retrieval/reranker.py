@@ -13,7 +13,8 @@ from indexer.lexical import rank_candidates
 from retrieval.fusion import SearchMode, fuse_lists
 from train.cqa_questions import OriginalQuestion
 from train.files import write_text_atomically
-from train.inference import Encoder
+from train.inference import Encoder, load_encoder
+from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
 
 
 class Reranker:
@@ -23,6 +24,17 @@ class Reranker:
             raise ValueError(f"{mode} reranking needs an encoder")
         self.encoder, self.mode, self.dense_weight = encoder, mode, dense_weight
         self.batch_size = batch_size
+
+    @classmethod
+    def for_model(cls, spec: str, mode: SearchMode | None = None, encoder: Encoder | None = None) -> Reranker:
+        """A model's reranker in ``mode``, by default hybrid when the model has a tuned hybrid
+        weight (and dense otherwise); hybrid uses that weight. ``encoder`` replaces the model's
+        query encoder (e.g. its torch model, to compare)."""
+        tuned = hybrid_dense_weight(spec)
+        mode = mode or (SearchMode.hybrid if tuned is not None else SearchMode.dense)
+        if encoder is None and mode != SearchMode.lexical:
+            encoder = load_encoder(spec)
+        return cls(encoder, mode, UNTUNED_DENSE_WEIGHT if tuned is None else tuned)
 
     def rerank(self, original: str, candidates: Sequence[str]) -> list[tuple[int, float]]:
         """(candidate position, cosine), best first; ties keep the given order."""

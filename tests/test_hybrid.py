@@ -102,3 +102,92 @@ def test_hybrid_reranking_fuses_dense_and_bm25(tiny_model):
     assert hybrid == [fuse_lists(dense[0], lexical[0], 0.3)]
     with pytest.raises(ValueError, match="needs an encoder"):
         Reranker(None, SearchMode.hybrid)
+
+
+# ------------------------------------------------------------------ the index directory's BM25 file
+
+RARE = {"id": "rare", "subject": "Zolfaghari clinic", "body": "Has anyone been to the Zolfaghari clinic?"}
+
+
+def build(index_dir, records, model, tmp_path, *extra_options) -> None:
+    from helpers import QUIET, write_jsonl
+
+    from indexer.build import index_sources
+
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    options = QUIET if not extra_options else extra_options[0]
+    index_sources(index_dir, [source], str(model), options=options)
+
+
+def test_hybrid_search_finds_a_question_sharing_only_a_rare_term(tmp_path, tiny_model):
+    from helpers import collection
+
+    from retrieval.searcher import Searcher
+
+    build(tmp_path / "index", [*collection(60), RARE], tiny_model, tmp_path)
+    with Searcher(tmp_path / "index") as searcher:
+        assert searcher.default_mode == SearchMode.dense  # the tiny model has no tuned weight
+        for mode in (SearchMode.lexical, SearchMode.hybrid):
+            (first, *_) = searcher.search("zolfaghari opening hours", 5, mode=mode)
+            assert first.external_id == "rare", mode
+        dense_ids = [r.external_id for r in searcher.search("zolfaghari opening hours", 5,
+                                                            mode=SearchMode.dense)]
+        hybrid = searcher.search("zolfaghari opening hours", 5, mode=SearchMode.hybrid)
+    assert [r.rank for r in hybrid] == [1, 2, 3, 4, 5]
+    assert all(-1.0 <= r.cosine <= 1.0 for r in hybrid) and hybrid[0].score == pytest.approx(
+        max(r.score for r in hybrid))
+    assert "rare" not in dense_ids[:1]  # what hybrid adds: the untrained dense model misses it
+
+
+def test_the_bm25_file_follows_added_and_removed_questions(tmp_path, tiny_model):
+    from helpers import QUIET, collection
+
+    from indexer.build import IndexOptions
+    from indexer.directory import check_index, open_index
+    from indexer.manifest import load_lexical
+    from retrieval.searcher import Searcher
+
+    index_dir = tmp_path / "index"
+    records = collection(40)
+    build(index_dir, records, tiny_model, tmp_path)
+    build(index_dir, [*records, RARE], tiny_model, tmp_path)  # add-only: the file is extended
+    opened = open_index(index_dir)
+    try:
+        extended = load_lexical(index_dir, opened.manifest)
+        fresh = LexicalIndex.build(opened.store.texts())
+    finally:
+        opened.close()
+    assert extended.doc_ids.tolist() == fresh.doc_ids.tolist()
+    np.testing.assert_allclose(extended.scores("zolfaghari visa"), fresh.scores("zolfaghari visa"))
+
+    prune = IndexOptions(prune=True, show_progress=False)
+    build(index_dir, records, tiny_model, tmp_path, prune)  # RARE removed from the sources
+    with Searcher(index_dir) as searcher:
+        for mode in (SearchMode.lexical, SearchMode.hybrid):
+            assert "rare" not in [r.external_id for r in searcher.search("zolfaghari clinic", 10, mode=mode)]
+    assert check_index(index_dir).ok
+    assert QUIET.show_progress is False
+
+
+def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
+    from helpers import collection
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    index_dir = tmp_path / "index"
+    build(index_dir, [*collection(20), RARE], tiny_model, tmp_path)
+    (lexical_file,) = index_dir.glob("lexical-*.npz")
+    content = bytearray(lexical_file.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    lexical_file.write_bytes(bytes(content))
+    runner = CliRunner()
+    refused = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical"])
+    assert refused.exit_code == 2
+    assert lexical_file.name in refused.stderr and "check --repair" in refused.stderr
+    assert runner.invoke(app, ["check", "--index", str(index_dir)]).exit_code == 1
+    assert runner.invoke(app, ["check", "--index", str(index_dir), "--repair"]).exit_code == 0
+    repaired = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical",
+                                   "--json"])
+    assert repaired.exit_code == 0, repaired.output
+    assert '"external_id": "rare"' in repaired.stdout.splitlines()[0]
