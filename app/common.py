@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from indexer.choices import DATABASE_ENV_VAR
+from retrieval.fusion import SearchMode
 from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
 
@@ -75,6 +77,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 ModelOption = Annotated[str, typer.Option("--model", help="A model directory or pretrained:NAME "
                                                           "(e.g. pretrained:all-MiniLM-L6-v2).",
                                           show_default="the shipped models/accurate")]
+ModeOption = Annotated[SearchMode | None, typer.Option(
+    "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused.",
+    show_default="hybrid when the model has a tuned hybrid weight, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
     str | None,
@@ -90,7 +95,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        stderr.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        stderr.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

@@ -20,6 +20,7 @@ from app.common import (
     user_errors,
 )
 from retrieval.baselines import BASELINES
+from retrieval.fusion import SearchMode
 from train.data_dir import CQA_SPLITS
 from train.model_io import DEFAULT_MODEL
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from retrieval.cqa import CqaEvaluation
+    from retrieval.reranker import Reranker
     from train.inference import Encoder
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
@@ -47,6 +49,16 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
     return load_encoder(spec)
 
 
+def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
+    from retrieval.reranker import Reranker
+
+    return Reranker.for_model(spec, mode, _encoder(spec, use_torch) if mode != SearchMode.lexical else None)
+
+
+def _system_name(spec: str, mode: SearchMode) -> str:
+    return spec if mode == SearchMode.dense else f"{spec}+{mode}"
+
+
 def _summary_json(evaluation: CqaEvaluation) -> str:
     return json.dumps({"split": evaluation.split, "system": evaluation.system,
                        **evaluation.report.summary()})
@@ -61,6 +73,9 @@ def eval_cqa(
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
                                                   "(one split and one system or model only).")] = None,
+    mode: Annotated[list[SearchMode] | None, typer.Option(
+        help="How --model ranks: cosine (dense), BM25 (lexical) or both fused (hybrid, with the "
+             "model's dense weight tuned on dev 2016); repeatable.", show_default="dense")] = None,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
@@ -70,9 +85,9 @@ def eval_cqa(
 
     from retrieval.cqa import evaluate_scores
     from retrieval.cqa_runs import load_cqa_split, write_cqa_run
-    from retrieval.reranker import Reranker
     from retrieval.scorer import format_report
     from train.data_dir import resolve_data_dir
+    from train.files import require_output_file
 
     systems, models = system or [], model or []
     if not systems and not models:
@@ -80,8 +95,11 @@ def eval_cqa(
     if out is not None and len(split) * (len(systems) + len(models)) != 1:
         raise typer.BadParameter("--out takes exactly one --split and one --system or --model")
     with user_errors(), progress_bars(enabled=not as_json) as progress:
+        if out is not None:
+            require_output_file(out)
         root = resolve_data_dir(data_dir)
-        rerankers = {spec: Reranker(_encoder(spec, use_torch)) for spec in models}
+        rerankers = {_system_name(spec, chosen): _reranker(spec, chosen, use_torch)
+                     for spec in models for chosen in (mode or [SearchMode.dense])}
         evaluations = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
@@ -93,8 +111,8 @@ def eval_cqa(
                 scores = reranker.scores(cqa_split.questions,
                                          on_progress=lambda n, task=task: progress.advance(task, n))
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
-    if out is not None:
-        write_cqa_run(out, evaluations[0].predictions)
+        if out is not None:
+            write_cqa_run(out, evaluations[0].predictions)
     if as_json:
         for evaluation in evaluations:
             typer.echo(_summary_json(evaluation))
@@ -213,7 +231,8 @@ def eval_card(
                             "choices.")] = False,
     write: Annotated[bool, typer.Option(
         "--write", help="Record the figures in MODEL/metrics.json (under \"evaluation\", or "
-             "\"evaluation_torch\" with --torch).")] = False,
+                        "\"evaluation_torch\" with --torch), and the tuned hybrid weight in "
+                        "MODEL/config.json.")] = False,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
@@ -222,7 +241,8 @@ def eval_card(
     unless --with-test."""
     from retrieval.model_card import model_figures
     from train.data_dir import resolve_data_dir
-    from train.model_io import ModelError
+    from train.files import write_text_atomically
+    from train.model_io import HYBRID_WEIGHT_KEY, ModelError, read_model_config
 
     metrics_path = Path(model) / "metrics.json"
     with user_errors():
@@ -232,5 +252,8 @@ def eval_card(
         if write:
             metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
             key = "evaluation_torch" if use_torch else "evaluation"
-            metrics_path.write_text(json.dumps({**metrics, key: figures}, indent=2) + "\n")
+            write_text_atomically(metrics_path, json.dumps({**metrics, key: figures}, indent=2) + "\n")
+            if not use_torch:  # queries use the exported encoder: its weight is the one to keep
+                config = {**read_model_config(Path(model)), HYBRID_WEIGHT_KEY: figures[HYBRID_WEIGHT_KEY]}
+                write_text_atomically(Path(model) / "config.json", json.dumps(config, indent=2) + "\n")
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

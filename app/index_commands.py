@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from app.common import (
     DatabaseOption,
@@ -19,7 +20,8 @@ from app.common import (
 )
 from indexer.choices import DEFAULT_INDEX_DIR, INDEX_TYPES, OnError
 
-IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.")
+IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.",
+                         show_default="the index's own; flat for a new index")
 
 
 @app.command("index")
@@ -32,7 +34,7 @@ def index(
         show_default="the index's own; for a new index the shipped models/accurate")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
-    index_type: Annotated[str, IndexType] = "flat",
+    index_type: Annotated[str | None, IndexType] = None,
     prune: Annotated[bool, typer.Option("--prune", help="Remove stored questions that are in none of the "
                                              "SOURCES.")] = False,
     on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
@@ -58,7 +60,7 @@ def index(
     with user_errors():
         report = index_sources(index_dir, sources, model, database, options)
     for problem in report.skipped:
-        stderr.print(f"[yellow]skipped:[/yellow] {problem}", highlight=False, soft_wrap=True)
+        stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
@@ -99,7 +101,7 @@ def check(
         typer.echo(json.dumps(figures))
     else:
         for problem in report.problems:
-            stderr.print(f"[red]problem:[/red] {problem}", highlight=False, soft_wrap=True)
+            stderr.print(f"[red]problem:[/red] {escape(problem)}", highlight=False, soft_wrap=True)
         typer.echo(f"{report.index}: {report.questions} questions, {report.vectors} vectors: "
                    + ("consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"))
     if not report.ok:

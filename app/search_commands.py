@@ -15,6 +15,7 @@ from app.common import (
     IndexOption,
     JsonOption,
     ModelOption,
+    ModeOption,
     app,
     print_figures,
     progress_bars,
@@ -66,6 +67,7 @@ def search(
     category: Annotated[list[str] | None, typer.Option(help="Only this category; repeatable.")] = None,
     since: Annotated[str | None, typer.Option(help="Only questions dated on or after (ISO).")] = None,
     until: Annotated[str | None, typer.Option(help="Only questions dated on or before (ISO).")] = None,
+    mode: ModeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
 ) -> None:
     """Search an index by meaning."""
@@ -78,7 +80,7 @@ def search(
     filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
     with user_errors(), Searcher(index_dir, database) as searcher:
         batches = [mark_near_duplicates(searcher, results)
-                   for results in searcher.search_many(queries, k, filters)]
+                   for results in searcher.search_many(queries, k, filters, mode)]
     console = Console()
     for text, results in zip(queries, batches, strict=True):
         if as_json:
@@ -99,9 +101,11 @@ def rerank(
     trec: Annotated[Path | None, typer.Option(help="Also write a TREC run file.")] = None,
     gold: Annotated[Path | None, typer.Option(help="Gold .relevancy file: report MAP, AvgRec "
                                                    "and MRR.")] = None,
+    mode: ModeOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rerank each original question's related questions by cosine (batch, SemEval format).
+    """Rerank each original question's related questions by cosine, BM25 or both (batch,
+    SemEval format).
 
     The prediction file ranks; it does not classify: its label column is true for every
     candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
@@ -111,11 +115,14 @@ def rerank(
     from retrieval.reranker import Reranker, write_trec_run
     from retrieval.scorer import score_run
     from train.cqa_questions import read_cqa_questions
-    from train.inference import load_encoder
+    from train.files import require_output_file
 
     with user_errors(), progress_bars(enabled=not as_json) as progress:
+        for path in (out, trec):
+            if path is not None:
+                require_output_file(path)
         questions = list(read_cqa_questions(input_file))
-        reranker = Reranker(load_encoder(model))
+        reranker = Reranker.for_model(model, mode)
         task = progress.add_task("reranking", total=len(questions))
         scores = reranker.scores(questions, on_progress=lambda n: progress.advance(task, n))
         predictions = predictions_from_scores(questions, scores)

@@ -46,7 +46,6 @@ HELP = """\
 Match: the cosine of the query and the question, clipped at 0
 (unrelated questions score about 0%). "≈ #2" marks a near-duplicate of hit 2.
 """
-SEARCH_MODE = "dense"  # the one search mode today; shown in the status line
 
 
 @dataclass(frozen=True)
@@ -215,7 +214,7 @@ class SearchApp(App[None]):
         with Horizontal(id="statusbar"):
             yield Static("", id="status")
             yield Static("", id="filters")
-            yield Static(SEARCH_MODE, id="mode")
+            yield Static("", id="mode")  # the search mode, once the searcher is open
         with Horizontal(id="body"):
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="detail", can_focus=False):
@@ -243,6 +242,7 @@ class SearchApp(App[None]):
     def _opened(self, searcher: Searcher) -> None:
         self.searcher = searcher
         self.query_one(DataTable).loading = False
+        self.query_one("#mode", Static).update(searcher.default_mode.value)
         index = searcher.index
         self.sub_title = (f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
                           f"{searcher.count:,} questions")

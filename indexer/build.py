@@ -20,33 +20,45 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from indexer.choices import DATABASE_ENV_VAR, INDEX_TYPES, OnError
+from indexer.lexical import LexicalIndex
 from indexer.manifest import (
+    OWN_DATABASE,
     IndexDirectoryError,
     Manifest,
+    ensure_index_id,
     faiss_file_name,
     index_lock,
+    lexical_file_name,
+    load_faiss,
+    load_lexical,
     read_manifest,
     write_manifest,
 )
-from indexer.sources import SourceQuestion, read_source
-from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
+from indexer.sources import SOURCE_CHARS, SourceQuestion, read_source
+from indexer.store import (
+    SQLITE_FILE,
+    EncoderIdentity,
+    Store,
+    default_database_url,
+    masked_url,
+)
 from indexer.vector_index import (
     IndexBuildError,
     build_index,
     choose_parameters,
     configure_search,
     index_ids,
-    read_index,
     write_index,
 )
 from train.datasets import DataError
+from train.files import atomic_write, file_sha256
 from train.inference import Encoder, load_encoder
 from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, weights_fingerprint
 
 
 @dataclass
 class IndexOptions:
-    index_type: str = "flat"
+    index_type: str | None = None  # None: the index's own type, flat for a new index
     on_error: OnError = OnError.stop
     prune: bool = False
     batch_size: int = 256
@@ -88,12 +100,39 @@ class _Pending:
 
 def source_name(path: Path) -> str:
     """How a source file is known in the store: its absolute path."""
-    return str(path.resolve())
+    name = str(path.resolve())
+    if len(name) > SOURCE_CHARS:
+        raise DataError(path, f"the absolute path has {len(name)} characters, the index keeps at "
+                              f"most {SOURCE_CHARS}: move or link the file to a shorter path")
+    return name
+
+
+def distinct_sources(sources: Sequence[Path]) -> list[tuple[str, Path]]:
+    """(source name, path) of each source; one file named twice (by any path) is refused."""
+    named: dict[str, Path] = {}
+    for path in sources:
+        name = source_name(path)
+        if name in named:
+            raise DataError(path, f"the same file as {named[name]}: name each source once")
+        named[name] = path
+    return list(named.items())
 
 
 def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
     model = spec if spec.startswith(PRETRAINED_PREFIX) else str(Path(spec).resolve())
     return EncoderIdentity(model, weights_fingerprint(spec), encoder.dim)
+
+
+def _names_own_database(database: str, index_dir: Path) -> bool:
+    """Does a manifest's database mean the index directory's own SQLite file? Yes for
+    OWN_DATABASE, and for an older manifest's absolute URL of an ``askalike.sqlite3`` that is
+    no longer there (the directory was moved or copied) while this directory has its own."""
+    if database in (OWN_DATABASE, default_database_url(index_dir)):
+        return True
+    prefix = "sqlite:///"
+    return (database.startswith(prefix) and database.endswith("/" + SQLITE_FILE)
+            and not Path(database.removeprefix(prefix)).exists()
+            and (index_dir / SQLITE_FILE).is_file())
 
 
 def resolve_database(index_dir: Path, explicit: str | None) -> str:
@@ -102,12 +141,18 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     if explicit:
         return explicit
     manifest = read_manifest(index_dir)
-    if manifest is not None and manifest.database != default_database_url(index_dir):
-        if "***" in manifest.database:
-            raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
-                                      f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
-        return manifest.database
-    return default_database_url(index_dir)
+    if manifest is None or _names_own_database(manifest.database, index_dir):
+        return default_database_url(index_dir)
+    if "***" in manifest.database:
+        raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
+                                  f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
+    return manifest.database
+
+
+def manifest_database(index_dir: Path, database: str) -> str:
+    """How the manifest names ``database``: OWN_DATABASE for the directory's own SQLite file,
+    else the URL with its password hidden."""
+    return OWN_DATABASE if database == default_database_url(index_dir) else masked_url(database)
 
 
 def _plan(store: Store, sources: list[tuple[str, list[SourceQuestion]]],
@@ -163,20 +208,23 @@ def _stale_ids(store: Store, keep: set[tuple[str, str]]) -> list[int]:
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
                       database: str, only_added: bool = False,
                       rebuild: bool = False) -> tuple[Manifest, bool]:
-    """Bring the FAISS file up to the store's generation. When the manifest's file was current
-    before this run and the run only added questions, the new vectors are appended; otherwise
-    (and always with ``rebuild``) the index is rebuilt from the stored vectors. Returns the
-    manifest and whether it rebuilt."""
+    """Bring the FAISS file and the BM25 file up to the store's generation. When the manifest's
+    files were current before this run and the run only added questions, the new vectors and
+    texts are appended; otherwise (and always with ``rebuild``) both are rebuilt from the store.
+    Returns the manifest and whether the FAISS file was rebuilt."""
     manifest = read_manifest(index_dir)
     generation, count = store.generation(), store.count()
-    if (not rebuild and manifest is not None and manifest.generation == generation
-            and manifest.index_type == index_type and (index_dir / manifest.faiss_file).is_file()):
-        return manifest, False
     index = None
-    if (only_added and not rebuild and manifest is not None and manifest.index_type == index_type
-            and (index_dir / manifest.faiss_file).is_file()
-            and count <= 2 * manifest.parameters.get("chosen_for", count)):
-        index = read_index(index_dir / manifest.faiss_file)
+    if not rebuild and manifest is not None and manifest.index_type == index_type:
+        try:  # the file is verified against its checksum before it is kept or extended
+            index = load_faiss(index_dir, manifest)
+        except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
+            index = None
+    if index is not None and manifest.generation == generation and manifest.lexical_file:
+        return manifest, False
+    if index is not None and not (only_added and count <= 2 * manifest.parameters.get("chosen_for", count)):
+        index = None  # changed or removed questions, or grown past what the parameters suit
+    if index is not None:
         known = index_ids(index)
         for ids, vectors in store.vectors(encoder.dim, after_id=int(known.max()) if len(known) else -1):
             index.add_with_ids(vectors, ids)
@@ -194,37 +242,60 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     configure_search(index, index_type, parameters)
     name = faiss_file_name(generation)
     digest = write_index(index, index_dir / name)
-    manifest = Manifest(encoder=encoder, database=masked_url(database), index_type=index_type,
+    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None)
+    lexical_name = lexical_file_name(generation)
+    with atomic_write(index_dir / lexical_name) as temporary:
+        temporary.write_bytes(lexical.to_bytes())
+    manifest = Manifest(encoder=encoder, database=manifest_database(index_dir, database),
+                        index_type=index_type,
                         parameters=parameters, count=int(index.ntotal), generation=generation,
                         faiss_file=name, faiss_sha256=digest,
-                        faiss_bytes=(index_dir / name).stat().st_size)
+                        faiss_bytes=(index_dir / name).stat().st_size,
+                        lexical_file=lexical_name, lexical_sha256=file_sha256(index_dir / lexical_name),
+                        lexical_bytes=(index_dir / lexical_name).stat().st_size)
     write_manifest(index_dir, manifest)
     return manifest, rebuilt
+
+
+def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) -> LexicalIndex:
+    """The BM25 index of the stored questions: ``previous``'s file extended with the questions
+    added since (only when that run added questions alone: ids then only grow), else built anew."""
+    if previous is not None and previous.lexical_file:
+        try:
+            lexical = load_lexical(index_dir, previous)
+        except IndexDirectoryError:  # missing or damaged: built anew below
+            pass
+        else:
+            known = int(lexical.doc_ids.max()) if len(lexical) else -1
+            return lexical.updated(store.texts(after_id=known), ())
+    return LexicalIndex.build(store.texts())
 
 
 def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                   database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
     """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
     options = options or IndexOptions()
-    if options.index_type not in INDEX_TYPES:  # fail before any work
+    if options.index_type is not None and options.index_type not in INDEX_TYPES:  # before any work
         raise IndexBuildError(f"unknown index type {options.index_type!r} (known: {', '.join(INDEX_TYPES)})")
+    named = distinct_sources(sources)
     with index_lock(index_dir):
         database = resolve_database(index_dir, database)
-        store = Store(database)
-        try:
+        manifest_before = read_manifest(index_dir)
+        index_type = options.index_type or (manifest_before.index_type if manifest_before else "flat")
+        this_index = ensure_index_id(index_dir)
+        with Store(database) as store:
+            store.claim(this_index)
             recorded = store.encoder()
             spec = model or (recorded.model if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
-            read = [(source_name(path), read_source(path, options.on_error, problems))
-                    for path in sources]
+            read = [(name, read_source(path, options.on_error, problems)) for name, path in named]
             encoder = load_encoder(spec, threads=options.threads)
             identity = model_identity(spec, encoder)
             store.bind_encoder(identity)
             report = IndexReport(str(index_dir), masked_url(database), identity.model,
                                  read=sum(len(q) for _, q in read),
-                                 skipped=[str(p) for p in problems], index_type=options.index_type)
+                                 skipped=[str(p) for p in problems], index_type=index_type)
             generation_before = store.generation()
-            manifest_before = read_manifest(index_dir)
             pending, field_edits = _plan(store, read, report)
             report.metadata_updated = store.update_fields(field_edits)
             _embed_and_store(store, encoder, pending, options, report)
@@ -234,8 +305,6 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                           and manifest_before.generation == generation_before)
             manifest, report.faiss_rebuilt = sync_vector_index(
-                index_dir, store, identity, options.index_type, database, only_added)
+                index_dir, store, identity, index_type, database, only_added)
             report.total, report.parameters = manifest.count, manifest.parameters
             return report
-        finally:
-            store.close()

@@ -10,11 +10,19 @@ import faiss
 import numpy as np
 
 from indexer.build import resolve_database, sync_vector_index
-from indexer.manifest import MANIFEST_FILE, IndexDirectoryError, Manifest, index_lock, read_manifest
-from indexer.store import Store, StoreError, default_database_url
-from indexer.vector_index import configure_search, file_digest, index_ids, read_index
-
-REPAIR_HINT = "askalike check --repair --index {dir}"
+from indexer.manifest import (
+    MANIFEST_FILE,
+    REPAIR_HINT,
+    IndexDirectoryError,
+    Manifest,
+    index_id,
+    index_lock,
+    load_faiss,
+    load_lexical,
+    read_manifest,
+)
+from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, masked_url
+from indexer.vector_index import index_ids
 
 
 @dataclass
@@ -42,40 +50,30 @@ def _require_manifest(index_dir: Path) -> Manifest:
     return manifest
 
 
-def _load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
-    path = index_dir / manifest.faiss_file
-    hint = REPAIR_HINT.format(dir=index_dir)
-    if not path.is_file():
-        raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
-    if path.stat().st_size != manifest.faiss_bytes:
-        raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
-                                  f"{manifest.faiss_bytes} (truncated or damaged, so its checksum cannot "
-                                  f"match); rebuild it with `{hint}`")
-    if file_digest(path) != manifest.faiss_sha256:
-        raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
-                                  f"(damaged on disk); rebuild it from the database with `{hint}`")
-    try:
-        index = read_index(path)
-    except RuntimeError as err:
-        raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
-                                  f"with `{hint}`") from None
-    configure_search(index, manifest.index_type, manifest.parameters)
-    return index
-
-
 def open_index(index_dir: Path, database: str | None = None) -> OpenIndex:
     """The index for searching. A writer may switch the manifest while we read: when the file it
     named is already gone, the new manifest is read once more."""
     for attempt in range(2):
         manifest = _require_manifest(index_dir)
         try:
-            index = _load_faiss(index_dir, manifest)
+            index = load_faiss(index_dir, manifest)
             break
         except IndexDirectoryError:
             if attempt or read_manifest(index_dir) == manifest:
                 raise
-    store = Store(resolve_database(index_dir, database))
-    return OpenIndex(index_dir, manifest, store, index)
+    return OpenIndex(index_dir, manifest, _open_store(index_dir, database), index)
+
+
+def _open_store(index_dir: Path, database: str | None) -> Store:
+    """The index's database for reading: nothing is created or written, and a database that
+    holds another index directory's questions is refused."""
+    store = Store(resolve_database(index_dir, database), read_only=True)
+    try:
+        store.require_owner(index_id(index_dir))
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _disk_bytes(path: Path) -> int:
@@ -84,14 +82,11 @@ def _disk_bytes(path: Path) -> int:
 
 def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
     manifest = _require_manifest(index_dir)
-    store = Store(resolve_database(index_dir, database))
-    try:
+    with _open_store(index_dir, database) as store:
         by_source = store.counts_by_source()
         generation = store.generation()
-    finally:
-        store.close()
     return {
-        "index": str(index_dir), "database": manifest.database,
+        "index": str(index_dir), "database": masked_url(store.url),
         "model": manifest.encoder.model, "weights": manifest.encoder.fingerprint,
         "dimensions": manifest.encoder.dim, "index_type": manifest.index_type,
         "parameters": manifest.parameters, "questions": sum(by_source.values()),
@@ -119,51 +114,66 @@ class CheckReport:
 
 
 def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
-    """Does the FAISS file match its checksum, and hold exactly the stored questions' ids, built
-    from the store's current generation with the store's encoder?"""
+    """Do the FAISS and BM25 files match their checksums, and hold exactly the stored questions'
+    ids, built from the store's current generation with the store's encoder?"""
     report = CheckReport(str(index_dir))
     manifest = _require_manifest(index_dir)
-    store = Store(resolve_database(index_dir, database))
-    try:
-        report.questions = store.count()
-        recorded = store.encoder()
-        if recorded is not None and recorded != manifest.encoder:
-            report.problems.append(f"the manifest names {manifest.encoder.describe()}, the "
-                                   f"database's vectors are of {recorded.describe()}")
-        if store.generation() != manifest.generation:
-            report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
-                                   f"database is at {store.generation()} (an index run was "
-                                   "interrupted)")
+    with _open_store(index_dir, database) as store:
         try:
-            index = _load_faiss(index_dir, manifest)  # verifies size and checksum
-        except IndexDirectoryError as err:
+            _compare(index_dir, manifest, store, report)
+        except StoreError as err:
             report.problems.append(str(err))
-            return report
-        report.vectors = int(index.ntotal)
-        stored, indexed = np.asarray(store.ids(), dtype=np.int64), np.sort(index_ids(index))
-        if not np.array_equal(stored, indexed):
-            missing = np.setdiff1d(stored, indexed).size
-            extra = np.setdiff1d(indexed, stored).size
-            report.problems.append(f"{missing} stored questions are not in the FAISS index and "
-                                   f"{extra} indexed ids are not in the database")
-    except StoreError as err:
-        report.problems.append(str(err))
-    finally:
-        store.close()
     return report
 
 
+def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckReport) -> None:
+    """Fill ``report`` with every way the store, the manifest and the FAISS file disagree."""
+    report.questions = store.count()
+    recorded = store.encoder()
+    if recorded is not None and not recorded.same_weights(manifest.encoder):
+        report.problems.append(f"the manifest names {manifest.encoder.describe()}, the "
+                               f"database's vectors are of {recorded.describe()}")
+    if store.generation() != manifest.generation:
+        report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
+                               f"database is at {store.generation()} (an index run was "
+                               "interrupted)")
+    try:
+        index = load_faiss(index_dir, manifest)  # verifies size and checksum
+    except IndexDirectoryError as err:
+        report.problems.append(str(err))
+        return
+    report.vectors = int(index.ntotal)
+    stored, indexed = np.asarray(store.ids(), dtype=np.int64), np.sort(index_ids(index))
+    if not np.array_equal(stored, indexed):
+        missing = np.setdiff1d(stored, indexed).size
+        extra = np.setdiff1d(indexed, stored).size
+        report.problems.append(f"{missing} stored questions are not in the FAISS index and "
+                               f"{extra} indexed ids are not in the database")
+    try:
+        lexical = load_lexical(index_dir, manifest)  # verifies size and checksum
+    except IndexDirectoryError as err:
+        report.problems.append(str(err))
+        return
+    if not np.array_equal(stored, lexical.doc_ids):
+        report.problems.append(f"the lexical (BM25) index holds {len(lexical)} questions, the "
+                               f"database {len(stored)}")
+
+
 def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
-    """Rebuild the FAISS file (and manifest) from the vectors in the database; no re-embedding."""
+    """Rebuild the FAISS and BM25 files (and manifest) from the database; no re-embedding."""
+    if not index_dir.is_dir() or not (database or (index_dir / MANIFEST_FILE).is_file()
+                                      or (index_dir / SQLITE_FILE).is_file()):
+        raise IndexDirectoryError(f"{index_dir}: no index to repair (no manifest and no database); "
+                                  "build one with `askalike index`")
     with index_lock(index_dir):
         try:
             manifest = read_manifest(index_dir)
-        except IndexDirectoryError:
+        except IndexDirectoryError:  # an unreadable manifest is what this rebuilds
             manifest = None
         url = database or (resolve_database(index_dir, None) if manifest is not None
                            else default_database_url(index_dir))
-        store = Store(url)
-        try:
+        with Store(url, read_only=True) as store:  # the database is only read
+            store.require_owner(index_id(index_dir))
             encoder = store.encoder()
             if encoder is None:
                 raise IndexDirectoryError(f"{index_dir}: the database holds no vectors yet; run "
@@ -171,5 +181,3 @@ def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
             index_type = manifest.index_type if manifest is not None else "flat"
             rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, rebuild=True)
             return rebuilt
-        finally:
-            store.close()

@@ -6,19 +6,28 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import faiss
+
+from indexer.lexical import LexicalIndex
 from indexer.store import EncoderIdentity
+from indexer.vector_index import configure_search, read_index
 from train.errors import UserError
+from train.files import file_sha256, remove_stale_temporaries, write_text_atomically
 
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "index.lock"
+ID_FILE = "index.id"
 FORMAT_VERSION = 1
+OWN_DATABASE = ""  # the manifest's database when it is the SQLite file in the index directory
+REPAIR_HINT = "askalike check --repair --index {dir}"
 
 
 class IndexDirectoryError(UserError):
@@ -28,7 +37,9 @@ class IndexDirectoryError(UserError):
 @dataclass
 class Manifest:
     encoder: EncoderIdentity
-    database: str  # the database URL, password hidden
+    # the database URL, password hidden; OWN_DATABASE for the index directory's own SQLite file
+    # (so that the directory can be moved or copied); older manifests name it by absolute URL
+    database: str
     index_type: str
     parameters: dict[str, Any]
     count: int  # vectors in the FAISS file
@@ -36,6 +47,10 @@ class Manifest:
     faiss_file: str  # a name inside the index directory
     faiss_sha256: str
     faiss_bytes: int
+    # the BM25 index of the same questions ("": none yet, an index built before lexical search)
+    lexical_file: str = ""
+    lexical_sha256: str = ""
+    lexical_bytes: int = 0
     updated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     format: int = FORMAT_VERSION
 
@@ -44,13 +59,33 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
+        """Parse and type-check a manifest; ValueError, KeyError or TypeError when it is not one."""
         values = json.loads(text)
-        values["encoder"] = EncoderIdentity(**values["encoder"])
-        return cls(**values)
+        if not isinstance(values, dict) or not isinstance(values.get("encoder"), dict):
+            raise TypeError("not a manifest object")
+        values["encoder"] = _typed(EncoderIdentity, values["encoder"])
+        return _typed(cls, values)
+
+
+_FIELD_TYPES = {"str": str, "int": int, "dict[str, Any]": dict, "EncoderIdentity": EncoderIdentity}
+
+
+def _typed(cls: type, values: dict[str, Any]) -> Any:
+    """``cls(**values)`` once every value has its field's type (bool is not an int here)."""
+    instance = cls(**values)
+    for item in fields(cls):
+        value, expected = getattr(instance, item.name), _FIELD_TYPES[str(item.type)]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"{item.name!r} is {type(value).__name__}, expected {expected.__name__}")
+    return instance
 
 
 def faiss_file_name(generation: int) -> str:
     return f"vectors-{generation:08d}.faiss"
+
+
+def lexical_file_name(generation: int) -> str:
+    return f"lexical-{generation:08d}.npz"
 
 
 def read_manifest(index_dir: Path) -> Manifest | None:
@@ -58,33 +93,79 @@ def read_manifest(index_dir: Path) -> Manifest | None:
     if not path.is_file():
         return None
     try:
-        manifest = Manifest.from_json(path.read_text())
-    except (ValueError, KeyError, TypeError) as err:
-        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run `askalike check --repair "
-                          f"--index {index_dir}` to rebuild it from the database") from None
+        manifest = Manifest.from_json(path.read_text(encoding="utf-8"))
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run "
+                                  f"`{REPAIR_HINT.format(dir=index_dir)}` to rebuild it from the "
+                                  "database") from None
+    for key in ("faiss_file", "lexical_file"):
+        name = getattr(manifest, key)
+        if Path(name).name != name:
+            raise IndexDirectoryError(f"{path}: {key} {name!r} is not a file name in the index "
+                                      f"directory; run `{REPAIR_HINT.format(dir=index_dir)}`")
     if manifest.format != FORMAT_VERSION:
         raise IndexDirectoryError(f"{path}: manifest format {manifest.format}, this askalike reads "
-                          f"{FORMAT_VERSION}")
+                                  f"{FORMAT_VERSION}")
     return manifest
 
 
+def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
+    """The path of a file the manifest names, once its size and sha256 match the manifest's
+    (every open: a damaged file is never searched or extended)."""
+    path = index_dir / name
+    hint = REPAIR_HINT.format(dir=index_dir)
+    if not path.is_file():
+        raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
+    if path.stat().st_size != size:
+        raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
+                                  f"{size} (truncated or damaged, so its checksum cannot "
+                                  f"match); rebuild it with `{hint}`")
+    if file_sha256(path) != sha256:
+        raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
+                                  f"(damaged on disk); rebuild it from the database with `{hint}`")
+    return path
+
+
+def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
+    """The FAISS file the manifest names, verified."""
+    path = _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+    try:
+        index = read_index(path)
+        configure_search(index, manifest.index_type, manifest.parameters)
+    except (RuntimeError, KeyError, TypeError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
+                                  f"with `{REPAIR_HINT.format(dir=index_dir)}`") from None
+    return index
+
+
+def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalIndex:
+    """The BM25 index the manifest names, verified."""
+    hint = REPAIR_HINT.format(dir=index_dir)
+    if not manifest.lexical_file:
+        raise IndexDirectoryError(f"{index_dir}: this index has no lexical (BM25) index yet; add it "
+                                  f"with `{hint}` or by running `askalike index` again")
+    path = _verified(index_dir, manifest.lexical_file, manifest.lexical_bytes, manifest.lexical_sha256)
+    try:
+        return LexicalIndex.read(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise IndexDirectoryError(f"{path}: unreadable ({err}); rebuild it with `{hint}`") from None
+
+
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
-    """Replace the manifest atomically, then drop FAISS files it no longer names."""
-    path = index_dir / MANIFEST_FILE
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w") as handle:
-        handle.write(manifest.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    for old in index_dir.glob("vectors-*.faiss"):
-        if old.name != manifest.faiss_file:
+    """Replace the manifest atomically, then drop the FAISS and BM25 files it no longer names."""
+    write_text_atomically(index_dir / MANIFEST_FILE, manifest.to_json())
+    for old in [*index_dir.glob("vectors-*.faiss"), *index_dir.glob("lexical-*.npz")]:
+        if old.name not in (manifest.faiss_file, manifest.lexical_file):
             old.unlink(missing_ok=True)
 
 
 @contextmanager
 def index_lock(index_dir: Path) -> Iterator[None]:
-    """Exclusive use of an index directory for writing; a second writer is refused at once."""
+    """Exclusive use of an index directory for writing; a second writer is refused at once.
+    Temporaries a killed writer left behind are removed once the lock is held."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
+                                  "or holding an index)")
     index_dir.mkdir(parents=True, exist_ok=True)
     with open(index_dir / LOCK_FILE, "a+") as handle:
         try:
@@ -98,8 +179,26 @@ def index_lock(index_dir: Path) -> Iterator[None]:
         handle.truncate()
         handle.write(f"askalike pid {os.getpid()}")
         handle.flush()
+        remove_stale_temporaries(index_dir)
         try:
             yield
         finally:
             handle.truncate(0)
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def index_id(index_dir: Path) -> str | None:
+    """The id that ties an index directory to its database (None: an older index without one)."""
+    path = index_dir / ID_FILE
+    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
+
+
+def ensure_index_id(index_dir: Path) -> str:
+    """The directory's id, made on its first index run (written before the database is claimed,
+    so that an interrupted first run is still recognised by its re-run)."""
+    existing = index_id(index_dir)
+    if existing is not None:
+        return existing
+    new = uuid.uuid4().hex
+    write_text_atomically(index_dir / ID_FILE, new + "\n")
+    return new

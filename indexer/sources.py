@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -25,6 +26,11 @@ SUBJECT_COLUMNS = ("subject", "title")
 BODY_COLUMN = "body"
 ID_COLUMN = "id"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines
+EXTERNAL_ID_CHARS = 512  # the longest id, and source path, the store's columns hold
+SOURCE_CHARS = 1024
+METADATA_DEPTH = 32  # nesting of metadata values (PostgreSQL and the JSON codecs have limits)
+# a CSV field may be as long as a question in any other format (the csv default is 128 KiB)
+csv.field_size_limit(2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -61,11 +67,38 @@ def normalize_id(value: Any) -> str:
     return unicodedata.normalize("NFC", str(value)).strip()
 
 
+def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
+    """Metadata as every database stores it: control characters dropped from strings (keys
+    too); ValueError naming the field for NaN or infinite numbers (JSON has none) and for
+    nesting deeper than METADATA_DEPTH."""
+    if depth > METADATA_DEPTH:
+        raise ValueError(f"{name} is nested deeper than {METADATA_DEPTH} levels")
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} is {value} (JSON has no NaN or infinite numbers)")
+    if isinstance(value, dict):
+        return {clean_text(key): clean_metadata(item, f"{name}.{key}", depth + 1)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [clean_metadata(item, f"{name}[{i}]", depth + 1) for i, item in enumerate(value)]
+    return value
+
+
 def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any,
               metadata: dict[str, Any]) -> Row:
     external_id = normalize_id(raw_id) if raw_id is not None else ""
     if not external_id:
         return DataError(path, f"missing or empty {ID_COLUMN!r}", line)
+    if _CONTROL.search(external_id):
+        return DataError(path, f"id {external_id!r} contains control characters", line)
+    if len(external_id) > EXTERNAL_ID_CHARS:
+        return DataError(path, f"id {external_id[:40]!r}... has {len(external_id)} characters, at "
+                               f"most {EXTERNAL_ID_CHARS} are kept", line)
+    try:
+        metadata = clean_metadata(metadata)
+    except ValueError as err:
+        return DataError(path, f"question {external_id!r}: {err}", line)
     question = SourceQuestion(external_id, clean_text(subject), clean_text(body), metadata, line)
     if not question.text:
         return DataError(path, f"question {external_id!r} is empty (no subject or body text)", line)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,20 +34,25 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
+    or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from indexer.sources import SourceQuestion
+from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
+from train.cqa_questions import join_subject_body
 from train.errors import UserError
 
 SQLITE_FILE = "askalike.sqlite3"
 SCHEMA_VERSION = "1"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
+_PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
 
 class StoreError(UserError):
@@ -62,8 +68,8 @@ class QuestionRow(Base):
     __table_args__ = (UniqueConstraint("source", "external_id", name="uq_questions_source_id"),)
 
     id: Mapped[int] = mapped_column(_ID, primary_key=True)  # also the question's FAISS id
-    source: Mapped[str] = mapped_column(String(1024), index=True)
-    external_id: Mapped[str] = mapped_column(String(512))
+    source: Mapped[str] = mapped_column(String(SOURCE_CHARS), index=True)
+    external_id: Mapped[str] = mapped_column(String(EXTERNAL_ID_CHARS))
     subject: Mapped[str] = mapped_column(Text)
     body: Mapped[str] = mapped_column(Text)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON().with_variant(JSONB, "postgresql"))
@@ -108,6 +114,19 @@ class EncoderIdentity:
     def describe(self) -> str:
         return f"{self.model} (weights {self.fingerprint}, {self.dim} dimensions)"
 
+    def same_weights(self, other: EncoderIdentity) -> bool:
+        """One encoder, however its directory was reached: the weights decide, not the path."""
+        return (self.fingerprint, self.dim) == (other.fingerprint, other.dim)
+
+
+def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, where: str, fix: str,
+                         error: type[UserError]) -> None:
+    """Refuse ``given`` (raising ``error``) when its weights differ from those of the vectors
+    ``where`` holds."""
+    if not recorded.same_weights(given):
+        raise error(f"{where} holds vectors of {recorded.describe()}; {given.describe()} is a "
+                    f"different encoder: {fix}")
+
 
 _QUESTION_COLUMNS = (QuestionRow.id, QuestionRow.source, QuestionRow.external_id, QuestionRow.subject,
                      QuestionRow.body, QuestionRow.meta, QuestionRow.content_hash)
@@ -118,7 +137,45 @@ def default_database_url(index_dir: Path) -> str:
 
 
 def masked_url(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
+    """The URL for messages, its password hidden; a URL that does not parse keeps only its
+    scheme and what follows the last ``@`` (the user and password are before it)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        if "@" not in url:
+            return url
+        head, _, tail = url.rpartition("@")
+        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
+        return f"{scheme}***@{tail}"
+
+
+def _parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+        parsed.port  # noqa: B018 - a port that is not a number raises here, not at connect
+    except (ArgumentError, ValueError) as err:
+        raise StoreError(f"not a database URL: {masked_url(url)} ({str(err).splitlines()[0]}); "
+                         "expected e.g. postgresql+psycopg://user@host:5432/db or "
+                         "sqlite:////path/file.sqlite3") from None
+    return parsed
+
+
+def _read_only_sqlite(path: Path, timeout: float) -> Any:
+    """A connection factory for reading that never creates the database. SQLite reads a WAL
+    database through a shared-memory file beside it: where the directory is writable, SQLite
+    makes and removes it itself (``mode=rw``: the file must exist); where it is not, a running
+    writer's is used read-only, and without a writer the file is opened as immutable."""
+    if not path.is_file():
+        raise StoreError(f"{path}: the database file is missing (deleted or moved?); rebuild the "
+                         "index with `askalike index`")
+    if os.access(path.parent, os.W_OK):
+        options = "mode=rw"
+    elif Path(f"{path}-wal").exists():
+        options = "mode=ro"
+    else:
+        options = "mode=ro&immutable=1"
+    uri = f"{path.resolve().as_uri()}?{options}"
+    return lambda: sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
 
 
 def _sqlite_pragmas(engine: Engine) -> None:
@@ -147,63 +204,112 @@ def lock_timeout_s() -> float:
     return seconds
 
 
+def _database_reason(err: DatabaseError) -> str:
+    """The first line of the driver's message (PostgreSQL adds detail lines)."""
+    return (str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0]
+
+
 def _is_lock_timeout(err: OperationalError) -> bool:
     text = str(err.orig).lower()
     return "database is locked" in text or "lock timeout" in text or "busy" in text
 
 
 class Store:
-    def __init__(self, url: str, busy_timeout_s: float | None = None) -> None:
+    """The database of one index. ``read_only`` (a search, ``check``, ``index-info``) creates
+    and writes nothing: a missing database is an error, not an empty index."""
+
+    def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
         self.url = url
         self.busy_timeout_s = lock_timeout_s() if busy_timeout_s is None else busy_timeout_s
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            raise StoreError(f"not a database URL: {url!r}") from None
+        parsed = _parse_url(url)
         sqlite = parsed.get_backend_name() == "sqlite"
-        if sqlite and parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # both wait (retrying) up to the bound for a lock another writer holds, then fail
         connect_args: dict[str, Any] = (
             {"timeout": self.busy_timeout_s} if sqlite
             else {"connect_timeout": 10, "options": f"-c lock_timeout={int(self.busy_timeout_s * 1000)}"})
+        options: dict[str, Any] = {"connect_args": connect_args}
+        if sqlite and read_only and parsed.database:
+            options = {"creator": _read_only_sqlite(Path(parsed.database), self.busy_timeout_s)}
+        elif sqlite and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.engine = create_engine(url, connect_args=connect_args)
+            self.engine = create_engine(url, **options)
         except (ArgumentError, ImportError) as err:
             raise StoreError(f"{masked_url(url)}: {err}") from None
-        if sqlite:
+        if sqlite and not read_only:
             _sqlite_pragmas(self.engine)
         try:
-            Base.metadata.create_all(self.engine)
-            with self._transaction() as session:
-                version = session.get(Setting, "schema_version")
-                if version is None:
-                    session.add(Setting(key="schema_version", value=SCHEMA_VERSION))
-                elif version.value != SCHEMA_VERSION:
-                    raise StoreError(f"{masked_url(url)}: schema version {version.value}, this "
-                                     f"askalike reads {SCHEMA_VERSION}")
-        except OperationalError as err:
-            raise StoreError(f"cannot open the database {masked_url(url)}: {err.orig}") from None
+            if read_only:
+                self._require_schema()
+            else:
+                self._create_schema()
+        except DatabaseError as err:
+            self.engine.dispose()
+            reason = _database_reason(err)
+            raise StoreError(f"cannot open the database {masked_url(url)}: {reason}") from None
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def _create_schema(self) -> None:
+        Base.metadata.create_all(self.engine)
+        with self._transaction() as session:
+            version = session.get(Setting, "schema_version")
+            if version is None:
+                session.add(Setting(key="schema_version", value=SCHEMA_VERSION))
+            elif version.value != SCHEMA_VERSION:
+                raise StoreError(f"{masked_url(self.url)}: schema version {version.value}, this "
+                                 f"askalike reads {SCHEMA_VERSION}")
+
+    def _require_schema(self) -> None:
+        version = None
+        if inspect(self.engine).has_table(Setting.__tablename__):
+            with Session(self.engine) as session:
+                version = self._setting(session, "schema_version")
+        if version is None:
+            raise StoreError(f"{masked_url(self.url)}: not an askalike database (no askalike "
+                             "tables); build the index with `askalike index`")
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"{masked_url(self.url)}: schema version {version}, this askalike "
+                             f"reads {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.engine.dispose()
 
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
         """A write transaction: committed whole or rolled back whole. A lock held by another
-        writer past the bound, or a full disk, becomes a StoreError that says so."""
+        writer past the bound, a full disk or a value the database refuses becomes a StoreError
+        that says so."""
         try:
             with Session(self.engine) as session, session.begin():
                 yield session
-        except OperationalError as err:
+        except DatabaseError as err:
             where = masked_url(self.url)
-            if _is_lock_timeout(err):
+            if isinstance(err, OperationalError) and _is_lock_timeout(err):
                 raise StoreError(
                     f"{where}: another program holds a write lock on the database; gave up after "
                     f"{self.busy_timeout_s:g} s (set {LOCK_TIMEOUT_ENV_VAR} to wait longer); "
                     "this transaction was rolled back, earlier ones are kept") from None
-            raise StoreError(f"{where}: {err.orig} (this transaction was rolled back, earlier "
+            reason = _database_reason(err)
+            raise StoreError(f"{where}: {reason} (this transaction was rolled back, earlier "
                              "ones are kept)") from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Session]:
+        """A read: a database that vanished or is damaged becomes a StoreError naming it."""
+        try:
+            with Session(self.engine) as session:
+                yield session
+        except DatabaseError as err:
+            reason = _database_reason(err)
+            raise StoreError(f"cannot read the database {masked_url(self.url)}: {reason}") from None
 
     # ------------------------------------------------------------------ settings
 
@@ -212,7 +318,7 @@ class Store:
         return row.value if row is not None else None
 
     def encoder(self) -> EncoderIdentity | None:
-        with Session(self.engine) as session:
+        with self._reading() as session:
             value = self._setting(session, "encoder")
         return EncoderIdentity(**json.loads(value)) if value else None
 
@@ -224,13 +330,35 @@ class Store:
                 session.add(Setting(key="encoder", value=json.dumps(identity.__dict__)))
                 return
         recorded = EncoderIdentity(**json.loads(value))
-        if recorded.fingerprint != identity.fingerprint or recorded.dim != identity.dim:
-            raise StoreError(f"this index holds vectors of {recorded.describe()}; "
-                             f"{identity.describe()} is a different encoder: use --model "
-                             f"{recorded.model}, or index into a new --index directory")
+        require_same_encoder(recorded, identity, "this index",
+                             f"use --model {recorded.model}, or index into a new --index directory",
+                             StoreError)
+
+    def claim(self, index_id: str) -> None:
+        """Make this database the store of the index directory ``index_id``; refuse one that
+        belongs to another (two indexes in one database would mix their questions)."""
+        with self._transaction() as session:
+            owner = self._setting(session, "index_id")
+            if owner is None:
+                session.add(Setting(key="index_id", value=index_id))
+        if owner is not None and owner != index_id:
+            raise self._foreign(owner, index_id)
+
+    def require_owner(self, index_id: str | None) -> None:
+        """Refuse to serve another index directory's questions (None: an index from before
+        databases were claimed, accepted as it is)."""
+        with self._reading() as session:
+            owner = self._setting(session, "index_id")
+        if owner is not None and index_id is not None and owner != index_id:
+            raise self._foreign(owner, index_id)
+
+    def _foreign(self, owner: str, index_id: str) -> StoreError:
+        return StoreError(f"{masked_url(self.url)} holds the questions of another index directory "
+                          f"(index id {owner}; this directory's is {index_id}): give each index "
+                          "directory its own database (--db)")
 
     def generation(self) -> int:
-        with Session(self.engine) as session:
+        with self._reading() as session:
             return int(self._setting(session, "generation") or 0)
 
     def _bump_generation(self, session: Session) -> None:
@@ -243,36 +371,58 @@ class Store:
     # ------------------------------------------------------------------ questions
 
     def count(self) -> int:
-        with Session(self.engine) as session:
+        with self._reading() as session:
             return session.scalar(select(func.count()).select_from(QuestionRow)) or 0
 
     def counts_by_source(self) -> dict[str, int]:
-        with Session(self.engine) as session:
+        with self._reading() as session:
             rows = session.execute(select(QuestionRow.source, func.count())
                                    .group_by(QuestionRow.source).order_by(QuestionRow.source))
             return {source: count for source, count in rows}
 
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
-        with Session(self.engine) as session:
+        with self._reading() as session:
             rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.source == source))
             return {row.external_id: StoredQuestion(*row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """Questions by row id; ids no longer stored are simply absent."""
-        if not ids:
-            return {}
-        with Session(self.engine) as session:
-            rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.id.in_(list(ids))))
-            return {row.id: StoredQuestion(*row) for row in rows}
+        found: dict[int, StoredQuestion] = {}
+        with self._reading() as session:
+            for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
+                part = [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
+                rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.id.in_(part)))
+                found.update((row.id, StoredQuestion(*row)) for row in rows)
+        return found
+
+    def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
+                     date_from: str | None = None, date_to: str | None = None) -> np.ndarray:
+        """Ids of the questions from one of ``sources`` (a full path or a file name), in one of
+        ``categories``, dated within [date_from, date_to] (ISO text); an empty one restricts
+        nothing. Values are bound parameters, never SQL."""
+        condition = true()
+        if sources:
+            condition &= or_(*(or_(QuestionRow.source == name,
+                                   QuestionRow.source.endswith("/" + name, autoescape=True))
+                               for name in sources))
+        if categories:
+            condition &= QuestionRow.meta["category"].as_string().in_(list(categories))
+        if date_from:
+            condition &= QuestionRow.meta["date"].as_string() >= date_from
+        if date_to:
+            condition &= QuestionRow.meta["date"].as_string() <= date_to
+        with self._reading() as session:
+            return np.fromiter(session.scalars(select(QuestionRow.id).where(condition)),
+                               dtype=np.int64)
 
     def ids(self) -> list[int]:
-        with Session(self.engine) as session:
+        with self._reading() as session:
             return list(session.scalars(select(QuestionRow.id).order_by(QuestionRow.id)))
 
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
-        with Session(self.engine) as session:
+        with self._reading() as session:
             rows = session.execute(select(QuestionRow.id, QuestionRow.source, QuestionRow.external_id))
             return [tuple(row) for row in rows]
 
@@ -280,7 +430,7 @@ class Store:
                 chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
         order, a chunk at a time."""
-        with Session(self.engine) as session:
+        with self._reading() as session:
             result = session.execute(select(QuestionRow.id, QuestionRow.vector)
                                      .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
                                      .execution_options(yield_per=chunk))
@@ -288,6 +438,28 @@ class Store:
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
+
+    def vectors_of(self, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
+        """The stored (exact) vectors of the given questions; ids no longer stored are absent."""
+        found: dict[int, np.ndarray] = {}
+        with self._reading() as session:
+            for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
+                part = [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
+                rows = session.execute(select(QuestionRow.id, QuestionRow.vector)
+                                       .where(QuestionRow.id.in_(part)))
+                found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
+                             for row in rows)
+        return found
+
+    def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
+        """(row id, embedded text: subject and body) of the stored questions with ids above
+        ``after_id``, in id order, read a chunk at a time."""
+        with self._reading() as session:
+            result = session.execute(select(QuestionRow.id, QuestionRow.subject, QuestionRow.body)
+                                     .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
+                                     .execution_options(yield_per=chunk))
+            for row in result:
+                yield row[0], join_subject_body(row[1], row[2])
 
     def write(self, source: str, questions: Sequence[SourceQuestion], vectors: np.ndarray,
               existing_ids: Sequence[int | None]) -> list[int]:

@@ -6,9 +6,7 @@ uses what the build chose. Files are written under a temporary name, synced and 
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import numpy as np
 
 from indexer.choices import INDEX_TYPES
 from train.errors import UserError
+from train.files import OutputError, atomic_write, file_sha256
 
 HNSW_LINKS = 32
 PQ_MIN_TRAINING = 39 * 16  # FAISS wants >= 39 training points per centroid, 2^4 centroids at least
@@ -96,32 +95,19 @@ def configure_search(index: faiss.Index, index_type: str, parameters: dict[str, 
         faiss.downcast_index(index.index).hnsw.efSearch = parameters["ef_search"]
 
 
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def write_index(index: faiss.Index, path: Path) -> str:
     """Write ``index`` to ``path`` atomically (temporary file, fsync, rename); its sha256."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        faiss.write_index(index, str(temporary))
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        digest = file_digest(temporary)
-        os.replace(temporary, path)
-    except (RuntimeError, OSError) as err:
+        with atomic_write(path) as temporary:
+            faiss.write_index(index, str(temporary))
+            digest = file_sha256(temporary)
+    except (RuntimeError, OutputError) as err:
         # FAISS reports a failed write (a full disk, a file size limit) as a RuntimeError
         # whose last parenthesis holds the system's reason
         reason = re.findall(r"\(([^()]*)\)", str(err)) or [str(err).splitlines()[0]]
         raise IndexBuildError(f"{path}: cannot write the index file ({reason[-1]}); the previous "
                               "index is kept and the database holds every committed question: free "
                               "some space and run the same command again") from None
-    finally:
-        temporary.unlink(missing_ok=True)
     return digest
 
 

@@ -6,13 +6,13 @@ the train split, from the questions' own labels.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from train.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
 from train.datasets import DataError, numbered_lines, parse_number
+from train.files import atomic_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +55,10 @@ def read_cqa_run(path: Path) -> list[CqaRunLine]:
 
 def write_cqa_run(path: Path, lines: Iterable[CqaRunLine]) -> None:
     """Write the official tab-separated prediction format, atomically."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with atomic_write(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         for item in lines:
             label = "true" if item.label else "false"
             handle.write(f"{item.orgq_id}\t{item.relq_id}\t{item.rank}\t{float(item.score)!r}\t{label}\n")
-    os.replace(temporary, path)
 
 
 @dataclass(frozen=True, slots=True)

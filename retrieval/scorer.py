@@ -141,9 +141,19 @@ def classification_scores(predictions: Sequence[CqaRunLine],
     return ClassificationScores(precision, recall, f1, (tp + tn) / len(predictions))
 
 
+def _ranked_by_search_engine(lines: Sequence[CqaRunLine]) -> bool:
+    """The mark of a gold .relevancy file: each line's rank is the search engine's, the number
+    after ``_R`` in its related question's id."""
+    return all(line.relq_id.endswith(f"_R{line.rank}") for line in lines)
+
+
 def score_run(gold: Sequence[CqaRunLine], predictions: Sequence[CqaRunLine],
               top_k: int = TOP_K) -> ScoreReport:
     """Score predictions against gold; both must cover exactly the same (orgQ, relQ) pairs."""
+    if _ranked_by_search_engine(predictions) and not _ranked_by_search_engine(gold):
+        raise ScorerError("the gold and prediction files look swapped: the predictions rank every "
+                          "candidate by the number in its id (_R<rank>), as a gold .relevancy file "
+                          "does, and the gold file does not; give the gold file first")
     relevant = {(line.orgq_id, line.relq_id): line.label for line in gold}
     if len(relevant) != len(gold):
         raise ScorerError("the gold file lists a pair twice")

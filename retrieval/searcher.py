@@ -1,27 +1,33 @@
-"""Search an index by meaning: queries are embedded with the index's own encoder and matched by
-cosine in FAISS; metadata filters are resolved in the database with bound parameters and handed
-to FAISS as an id selector, so the k results are the best k among the questions that pass."""
+"""Search an index by meaning, by words, or both: queries are embedded with the index's own
+encoder and matched by cosine in FAISS (dense), by BM25 in the index's lexical file (lexical), or
+the two fused (hybrid: the best candidates of each, rescored exactly on both sides and fused by
+``retrieval.fusion``). Metadata filters are resolved in the database with bound parameters and
+handed to FAISS as an id selector (and to BM25 as allowed ids), so the k results are the best k
+among the questions that pass."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
-from sqlalchemy import ColumnElement, and_, or_, select
-from sqlalchemy.orm import Session
 
 from indexer.directory import OpenIndex, open_index
-from indexer.store import QuestionRow
+from indexer.lexical import LexicalIndex
+from indexer.manifest import load_lexical
+from indexer.store import EncoderIdentity, StoredQuestion, require_same_encoder
+from retrieval.fusion import SearchMode, fuse
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
-from train.model_io import weights_fingerprint
-from train.similarity import angular_similarity
+from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight, weights_fingerprint
+from train.similarity import angular_similarity, require_text
 
 EXCERPT_CHARS = 240
+CANDIDATE_POOL = 100  # candidates from each side of a hybrid search before fusion
 
 
 class SearchError(UserError):
@@ -41,20 +47,6 @@ class SearchFilters:
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
 
-    def condition(self) -> ColumnElement[bool]:
-        parts: list[ColumnElement[bool]] = []
-        if self.sources:
-            parts.append(or_(*(or_(QuestionRow.source == name,
-                                   QuestionRow.source.endswith("/" + name, autoescape=True))
-                               for name in self.sources)))
-        if self.categories:
-            parts.append(QuestionRow.meta["category"].as_string().in_(self.categories))
-        if self.date_from:
-            parts.append(QuestionRow.meta["date"].as_string() >= self.date_from)
-        if self.date_to:
-            parts.append(QuestionRow.meta["date"].as_string() <= self.date_to)
-        return and_(*parts)
-
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -67,6 +59,7 @@ class SearchResult:
     metadata: dict[str, Any] = field(repr=False)
     cosine: float
     similarity: float  # Yang et al.'s 0-5 scale: 5 * (1 - arccos(cos) / pi)
+    score: float  # what the results are ordered by: the cosine, the BM25 score or the fused score
     duplicate_of: int | None = None  # rank of a better hit this one nearly duplicates
 
     @property
@@ -83,27 +76,35 @@ class SearchResult:
     def as_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "id": self.external_id, "source": self.source,
                 "subject": self.subject, "excerpt": self.excerpt, "match": round(self.match, 4),
-                "cosine": round(self.cosine, 6), "duplicate_of": self.duplicate_of,
+                "cosine": round(self.cosine, 6), "score": round(self.score, 6),
+                "duplicate_of": self.duplicate_of,
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
 
 
 class Searcher:
-    """An open index plus its encoder, loaded once per process."""
+    """An open index plus its encoder, loaded once per process; the BM25 file is read on the
+    first lexical or hybrid search. ``default_mode`` is hybrid when the model has a tuned hybrid
+    weight (``askalike eval card --write``) and the index a BM25 file, else dense."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
                  encoder: Encoder | None = None) -> None:
         self.index: OpenIndex = open_index(index_dir, database)
         identity = self.index.manifest.encoder
         spec = model or identity.model
+
         try:
-            if weights_fingerprint(spec) != identity.fingerprint:
-                raise SearchError(f"{index_dir} was built with {identity.describe()}; {spec} is a "
-                                  f"different encoder: search with --model {identity.model} or "
-                                  "rebuild the index with the new model")
+            given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
+            require_same_encoder(identity, given, str(index_dir),
+                                 f"search with --model {identity.model} or rebuild the index "
+                                 "with the new model", SearchError)
             self.encoder = encoder or load_encoder(spec)
+            tuned = hybrid_dense_weight(spec)
         except BaseException:
             self.index.close()
             raise
+        self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
+        self.default_mode = (SearchMode.hybrid if tuned is not None and self.index.manifest.lexical_file
+                             else SearchMode.dense)
 
     def close(self) -> None:
         self.index.close()
@@ -118,55 +119,102 @@ class Searcher:
     def count(self) -> int:
         return int(self.index.faiss.ntotal)
 
-    def search(self, query: str, k: int = 10, filters: SearchFilters | None = None) -> list[SearchResult]:
-        return self.search_many([query], k, filters)[0]
+    @cached_property
+    def lexical(self) -> LexicalIndex:
+        return load_lexical(self.index.directory, self.index.manifest)
 
-    def search_many(self, queries: Sequence[str], k: int = 10,
-                    filters: SearchFilters | None = None) -> list[list[SearchResult]]:
-        """One FAISS batch search for all queries, embedded together."""
+    def search(self, query: str, k: int = 10, filters: SearchFilters | None = None,
+               mode: SearchMode | None = None) -> list[SearchResult]:
+        return self.search_many([query], k, filters, mode)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10, filters: SearchFilters | None = None,
+                    mode: SearchMode | None = None) -> list[list[SearchResult]]:
+        """Dense: one FAISS batch search for all queries, embedded together. Lexical and hybrid:
+        query by query (BM25 reads each query's postings)."""
         if not queries:
             return []
-        return self._search_vectors(self.encoder.encode(list(queries)), k, filters, exclude=None)
+        require_text(queries, "query")
+        self._require_questions()
+        mode = mode or self.default_mode
+        vectors = self.encoder.encode(list(queries))
+        if mode == SearchMode.dense:
+            return self._search_vectors(vectors, k, filters, exclude=None)
+        allowed = self._allowed(filters, exclude=None)
+        return [self._search_words(query, vector, k, filters, allowed, mode)
+                for query, vector in zip(queries, vectors, strict=True)]
 
     def more_like(self, question_id: int, k: int = 10,
                   filters: SearchFilters | None = None) -> list[SearchResult]:
-        """Questions most like a stored one (itself left out)."""
+        """Questions most like a stored one (itself left out), by cosine."""
+        self._require_questions()
         try:
             vector = self.index.faiss.reconstruct(int(question_id))
         except RuntimeError:
             raise SearchError(f"question {question_id} is not in the index") from None
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
 
-    def _allowed_ids(self, filters: SearchFilters) -> np.ndarray:
-        with Session(self.index.store.engine) as session:
-            ids = session.scalars(select(QuestionRow.id).where(filters.condition()))
-            return np.fromiter(ids, dtype=np.int64)
-
-    def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
-                        exclude: int | None) -> list[list[SearchResult]]:
+    def _require_questions(self) -> None:
         if self.count == 0:
             raise SearchError(f"the index at {self.index.directory} is empty: add questions with "
                               "`askalike index SOURCE`")
-        params = None
-        if filters:
-            allowed = self._allowed_ids(filters)
-            if exclude is not None:
-                allowed = allowed[allowed != exclude]
-            if not len(allowed):
-                return [[] for _ in vectors]
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
-        # a deleted-but-still-indexed id (a run was interrupted) is dropped below: ask for spares
+
+    def _allowed(self, filters: SearchFilters | None, exclude: int | None) -> np.ndarray | None:
+        """The ids that pass the filters (None: every id)."""
+        if not filters:
+            return None
+        allowed = self.index.store.ids_matching(filters.sources, filters.categories,
+                                                filters.date_from, filters.date_to)
+        return allowed if exclude is None else allowed[allowed != exclude]
+
+    def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,
+                    exclude: int | None) -> tuple[list[list[tuple[int, float]]], dict[int, StoredQuestion]]:
+        """Per query, up to k live (id, cosine) pairs, best first, and the stored rows they name."""
+        if allowed is not None and not len(allowed):
+            return [[] for _ in vectors], {}
+        params = None if allowed is None else faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
+        # ids deleted but still indexed (a run was interrupted after its commit) are skipped:
+        # ask FAISS for more until each query has k live hits or the index is exhausted
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
-        cosines, ids = (self.index.faiss.search(vectors, wanted, params=params) if params
-                        else self.index.faiss.search(vectors, wanted))
-        found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
-        results = []
-        for row_cosines, row_ids in zip(cosines, ids, strict=True):
-            hits = [(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
-                    if i >= 0 and int(i) != exclude and int(i) in found][:k]
-            similarities = angular_similarity(np.array([c for _, c in hits], dtype=np.float64))
-            results.append([
-                SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject,
-                             found[i].body, found[i].metadata, c, float(s))
-                for rank, ((i, c), s) in enumerate(zip(hits, similarities, strict=True), start=1)])
-        return results
+        while True:
+            cosines, ids = (self.index.faiss.search(vectors, wanted, params=params) if params
+                            else self.index.faiss.search(vectors, wanted))
+            found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
+            live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
+                     if i >= 0 and int(i) != exclude and int(i) in found]
+                    for row_cosines, row_ids in zip(cosines, ids, strict=True)]
+            exhausted = (ids < 0).any(axis=1)  # FAISS had no more candidates for that query
+            if wanted >= self.count or all(len(hits) >= k or done
+                                           for hits, done in zip(live, exhausted, strict=True)):
+                return [hits[:k] for hits in live], found
+            wanted = min(2 * wanted, self.count)
+
+    def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
+                        exclude: int | None) -> list[list[SearchResult]]:
+        live, found = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
+        return [_results([(i, c, c) for i, c in hits], found) for hits in live]
+
+    def _search_words(self, query: str, vector: np.ndarray, k: int, filters: SearchFilters | None,
+                      allowed: np.ndarray | None, mode: SearchMode) -> list[SearchResult]:
+        """Lexical or hybrid: the best candidates of BM25 (and of FAISS, for hybrid), each scored
+        exactly on both sides (cosine from its stored vector, BM25 from its postings)."""
+        pool = max(k, CANDIDATE_POOL)
+        candidates = {i for i, _ in self.lexical.top(query, pool, allowed)}
+        if mode == SearchMode.hybrid:
+            (dense,), _ = self._dense_hits(vector[None, :], pool, allowed, exclude=None)
+            candidates |= {i for i, _ in dense}
+        found = self.index.store.fetch(sorted(candidates))  # live questions only
+        stored = self.index.store.vectors_of(list(found), self.index.manifest.encoder.dim)
+        cosines = {i: float(stored[i] @ vector) for i in found}
+        bm25 = self.lexical.scores(query)
+        lexical = {i: float(bm25[np.searchsorted(self.lexical.doc_ids, i)]) for i in found}
+        scores = lexical if mode == SearchMode.lexical else fuse(cosines, lexical, self.dense_weight)
+        best = sorted(found, key=lambda i: (-scores[i], i))[:k]
+        return _results([(i, cosines[i], scores[i]) for i in best], found)
+
+
+def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion]) -> list[SearchResult]:
+    """SearchResults of (id, cosine, score) hits, best first."""
+    similarities = angular_similarity(np.array([c for _, c, _ in hits], dtype=np.float64))
+    return [SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject, found[i].body,
+                         found[i].metadata, c, float(s), score)
+            for rank, ((i, c, score), s) in enumerate(zip(hits, similarities, strict=True), start=1)]

@@ -86,14 +86,10 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 def stored_state(index_dir: Path, database: str) -> dict:
     """Everything a run leaves, keyed by question: fields and exact vector bytes."""
-    store = Store(database)
-    try:
-        with store.engine.connect() as connection:
-            rows = connection.exec_driver_sql(
-                "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
-            return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
-    finally:
-        store.close()
+    with Store(database, read_only=True) as store, store.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
+        return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
 
 
 def write_bytes(path: Path, content: bytes) -> Path:

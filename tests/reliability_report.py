@@ -37,7 +37,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     params = getattr(getattr(item, "callspec", None), "params", {})
     what, behaviour = (text.format(**params) for text in marker.args)
-    test = f"`{item.nodeid.split('[')[0]}`"
+    test = f"`pytest {item.nodeid.split('[')[0]}`"
     _outcomes[(what, behaviour)].append((test, report.outcome))
 
 
@@ -69,9 +69,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         f"(commit {commit}, {datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}, "
         f"{platform.system()} {platform.machine()}). Every row is an automated test that runs in CI; "
         "*Lost* says `nothing` only when each of its runs passed, and each run asserts that the "
-        "stored questions, vectors and index are unchanged or consistent afterwards.",
+        "stored questions, vectors and index are unchanged or consistent afterwards. To "
+        "reproduce a row, run the command in its last column (with `PYTHONPATH=.` from the "
+        "checkout; PostgreSQL rows need the server of tests/conftest.py, else they skip).",
         "",
-        "| fault or bad input | what askalike does | lost (or wrong) | runs passed | test |",
+        "| fault or bad input | what askalike does | lost (or wrong) | runs passed | reproduce |",
         "|---|---|---|---|---|",
         *(_row(what, behaviour, results) for (what, behaviour), results in _outcomes.items()),
         "",

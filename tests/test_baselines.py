@@ -2,7 +2,8 @@
 
 import pytest
 
-from retrieval.baselines import BASELINES, bm25_scores, bm25_tokens, random_scores
+from indexer.lexical import lexical_tokens
+from retrieval.baselines import BASELINES, bm25_scores, random_scores
 from retrieval.cqa import evaluate_scores, predictions_from_scores
 from retrieval.cqa_runs import load_cqa_split
 from train.cqa_questions import OriginalQuestion, RelatedQuestion
@@ -40,7 +41,7 @@ def test_bm25_prefers_shared_words():
                            ["best pizza place", "affordable dentist doha recommendations"])]
     [[pizza, dentist]] = bm25_scores(questions)
     assert dentist > pizza
-    assert bm25_tokens("Where is THE dentist?") == ["where", "dentist"]
+    assert lexical_tokens("Where is THE dentist?") == ["where", "dentist"]
 
 
 def test_random_is_seeded():

@@ -200,9 +200,8 @@ def test_check_reports_an_index_behind_its_database(tmp_path, tiny_model):
     source = write_jsonl(tmp_path / "q.jsonl", collection())
     index_dir = tmp_path / "index"
     index_sources(index_dir, [source], str(tiny_model), options=QUIET)
-    store = Store(f"sqlite:///{index_dir / 'askalike.sqlite3'}")
-    store.delete(store.ids()[:3])  # as an interrupted prune would have committed
-    store.close()
+    with Store(f"sqlite:///{index_dir / 'askalike.sqlite3'}") as store:
+        store.delete(store.ids()[:3])  # as an interrupted prune would have committed
     report = check_index(index_dir)
     assert not report.ok
     assert any("generation" in p for p in report.problems)

@@ -193,16 +193,16 @@ CHECKPOINT_HEAVY_CONFIG = KILL_CONFIG.replace("bigram_buckets = 2000", "bigram_b
 @pytest.mark.slow
 def test_kill_9_during_checkpoint_writes(data_dir, tmp_path):
     """A checkpoint of ~90 MB after every step, so that kills land mid-write (a leftover
-    checkpoint.tmp proves it)."""
+    temporary checkpoint proves it)."""
     config = tmp_path / "heavy.toml"
     config.write_text(CHECKPOINT_HEAVY_CONFIG)
     assert _train(config, tmp_path / "clean").wait(timeout=300) == 0
     run_dir = tmp_path / "killed"
-    partial = run_dir / "checkpoint.tmp"
     rng = random.Random(5)
     mid_write = 0
     for _ in range(3):
         victim = _train(config, run_dir, *(["--resume"] if (run_dir / "checkpoint.pt").exists() else []))
+        partial = run_dir / f".checkpoint.pt.{victim.pid}.tmp"  # train/files.py: temporary_name
         deadline = time.time() + 120
         while time.time() < deadline and victim.poll() is None and not partial.exists():
             time.sleep(0.001)
@@ -213,6 +213,7 @@ def test_kill_9_during_checkpoint_writes(data_dir, tmp_path):
     assert mid_write >= 2, "the kills did not land during checkpoint writes"
     resumed = _train(config, run_dir, "--resume")
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()
+    assert not list(run_dir.glob(".*.tmp"))  # the killed runs' partial checkpoints are removed
     clean, killed = _weights(tmp_path / "clean/model"), _weights(run_dir / "model")
     assert all(torch.equal(clean[k], killed[k]) for k in clean)
 

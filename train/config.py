@@ -87,11 +87,41 @@ class TrainConfig:
         return asdict(self)
 
 
-def _section(cls: type, values: dict[str, Any], where: str) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = set(values) - known
+# the TOML types each annotation takes (a float key takes an integer too; bool is not an int)
+_TOML_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
+                                            "bool": (bool,), "list[str]": (list,),
+                                            "dict[str, Any]": (dict,)}
+# keys that must be positive, or at least zero, or a share between 0 and 1
+_POSITIVE = ("steps", "batch_size", "nli_batch_size", "learning_rate", "distill_scale",
+             "max_grad_norm", "eval_every", "checkpoint_every", "log_every", "vocabulary_size",
+             "min_count")
+_NOT_NEGATIVE = ("oov_buckets", "bigram_buckets", "max_pairs_per_file", "labelled_cqa_copies",
+                 "distill_sentences", "margin", "embedding_pull", "hard_negative_after", "eval_pairs")
+_SHARES = ("nli_ratio", "distill_ratio", "sts_ratio")
+
+
+def _check_value(name: str, value: Any, annotation: str, where: str) -> None:
+    expected = _TOML_TYPES.get(annotation)
+    if expected is not None and (not isinstance(value, expected)
+                                 or (isinstance(value, bool) and bool not in expected)):
+        raise ConfigError(f"{where}: {name} = {value!r} must be {annotation}")
+    if name in _POSITIVE and not value > 0:
+        raise ConfigError(f"{where}: {name} = {value!r} must be positive")
+    if name in _NOT_NEGATIVE and value < 0:
+        raise ConfigError(f"{where}: {name} = {value!r} must not be negative")
+    if name in _SHARES and not 0 <= value <= 1:
+        raise ConfigError(f"{where}: {name} = {value!r} must be between 0 and 1")
+
+
+def _section(cls: type, values: Any, where: str) -> Any:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a table of keys, got {values!r}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = set(values) - set(known)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(known)})")
+    for name, value in values.items():
+        _check_value(name, value, str(known[name].type), where)
     return cls(**values)
 
 
@@ -123,9 +153,11 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
 
 def load_config(path: Path) -> TrainConfig:
     try:
-        values = tomllib.loads(path.read_text())
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read ({err.strerror})") from None
     return parse_config(values, str(path))

@@ -124,6 +124,8 @@ def _iter_xml_elements(path: Path, tags: set[str]) -> Iterator[Element]:
         raise DataError(path, f"malformed XML: {err}", line) from None
     except DefusedXmlException as err:
         raise DataError(path, f"refused unsafe XML: {err}") from None
+    except LookupError as err:  # the XML declaration names an encoding Python lacks
+        raise DataError(path, f"malformed XML: {err}", 1) from None
 
 
 def _group_by_original(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                     raise DataError(path, f"not valid UTF-8 at byte {err.start} of the line",
                                     number) from None
                 yield number, text.rstrip("\r\n")
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:  # zlib: a damaged .gz
             raise DataError(path, f"cannot read ({err})", number + 1) from None
 
 
@@ -256,6 +257,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
             record = json.loads(line)
         except json.JSONDecodeError as err:
             yield number, DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
+            continue
+        except RecursionError:
+            yield number, DataError(path, "JSON nested too deeply", number)
             continue
         if not isinstance(record, dict):
             yield number, DataError(path, f"expected a JSON object, got {type(record).__name__}", number)

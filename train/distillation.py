@@ -9,7 +9,6 @@ scaled cosines) and to point where the teacher points (1 - cosine).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from rich.progress import Progress
 from torch.nn import functional as F
 
 from train.batching import text_key
+from train.files import atomic_write
 
 CHUNK = 2048  # texts per cached teacher chunk
 TEACHER_MAX_LENGTH = 128  # word pieces; the students read at most 64 words
@@ -68,9 +68,8 @@ def teacher_vectors(teacher: str, texts: Sequence[str], cache_dir: Path,
                                     completed=len(paths) - len(missing))
             for index, path in missing:
                 chunk = list(texts[index * CHUNK : (index + 1) * CHUNK])
-                temporary = path.with_suffix(".tmp.npy")
-                np.save(temporary, encoder.encode(chunk, batch_size=64).astype(np.float16))
-                os.replace(temporary, path)
+                with atomic_write(path) as temporary, open(temporary, "wb") as handle:
+                    np.save(handle, encoder.encode(chunk, batch_size=64).astype(np.float16))
                 progress.advance(bar)
     return np.concatenate([np.load(path) for path in paths]).astype(np.float32)
 

@@ -11,13 +11,13 @@ training gets torch models from ``train.trained_model``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from train.errors import UserError
+from train.files import files_sha256
 
 PRETRAINED_PREFIX = "pretrained:"
 # the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
@@ -87,10 +87,17 @@ def weights_fingerprint(spec: str | Path) -> str:
     paths = [path for path in paths if path.is_file()]
     if not paths:
         raise ModelError(f"{spec}: no weights to fingerprint")
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
+    return files_sha256(paths)[:16]
 
+
+HYBRID_WEIGHT_KEY = "hybrid_dense_weight"
+UNTUNED_DENSE_WEIGHT = 0.5
+
+
+def hybrid_dense_weight(spec: str | Path) -> float | None:
+    """The dense weight of hybrid search tuned for this model (``askalike eval card --write``
+    records it in config.json); None when it was never tuned (a ``pretrained:NAME`` peer)."""
+    if pretrained_name(spec) is not None:
+        return None
+    weight = read_model_config(Path(spec)).get(HYBRID_WEIGHT_KEY)
+    return float(weight) if isinstance(weight, int | float) else None

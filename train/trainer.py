@@ -29,6 +29,7 @@ from train.datasets import read_word_vectors
 from train.distillation import distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb
+from train.files import atomic_write, remove_stale_temporaries
 from train.model_io import PRETRAINED
 from train.tasks import Batch, Task, training_model, training_tasks
 from train.text import Vocabulary
@@ -203,12 +204,10 @@ class Trainer:
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "config": self.config.as_dict(),
         }
-        temporary = self.checkpoint_path.with_suffix(".tmp")
-        with open(temporary, "wb") as handle:
+        # a killed run's partial checkpoint goes first (rank 0 is the only writer of the run)
+        remove_stale_temporaries(self.checkpoint_path.parent, f".{self.checkpoint_path.name}.*.tmp")
+        with atomic_write(self.checkpoint_path) as temporary, open(temporary, "wb") as handle:
             torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.checkpoint_path)
 
     def load_checkpoint(self) -> bool:
         if not self.checkpoint_path.is_file():

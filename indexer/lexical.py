@@ -1,0 +1,160 @@
+"""Okapi BM25 over a question collection, Lucene's variant (k1 = 1.5, b = 0.75, idf =
+log(1 + (N - df + 0.5) / (df + 0.5)), no (k1 + 1) factor), numpy only.
+
+The index keeps term postings (term, question id, term frequency) sorted by term, so a query
+reads only its terms' postings, and an index run adds and removes questions without re-reading
+the others: IDF and the average length are computed at query time from what is indexed.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+K1, B = 1.5, 0.75
+_WORD = re.compile(r"\w+")
+# Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET)
+STOPWORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with"))
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Lowercased word tokens without English stopwords."""
+    return [token for token in _WORD.findall(text.lower()) if token not in STOPWORDS]
+
+
+@dataclass(frozen=True)
+class LexicalIndex:
+    terms: tuple[str, ...]  # term id -> term
+    doc_ids: np.ndarray  # int64, sorted: the indexed questions' ids
+    doc_lengths: np.ndarray  # int32, tokens per question, aligned with doc_ids
+    offsets: np.ndarray  # int64, len(terms) + 1: term t's postings are [offsets[t], offsets[t + 1])
+    posting_docs: np.ndarray  # int64 question ids
+    posting_counts: np.ndarray  # int32 term frequencies
+
+    @classmethod
+    def build(cls, documents: Iterable[tuple[int, str]]) -> LexicalIndex:
+        """An index of (question id, text) pairs."""
+        return cls.empty().updated(documents, ())
+
+    @classmethod
+    def empty(cls) -> LexicalIndex:
+        none = np.zeros(0, dtype=np.int64)
+        return cls((), none, none.astype(np.int32), np.zeros(1, dtype=np.int64), none,
+                   none.astype(np.int32))
+
+    @property
+    def term_ids(self) -> dict[str, int]:
+        return {term: index for index, term in enumerate(self.terms)}
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def updated(self, added: Iterable[tuple[int, str]], removed: Iterable[int]) -> LexicalIndex:
+        """A new index without the ``removed`` ids and with the ``added`` (id, text) pairs (an id
+        both removed and added is replaced)."""
+        added = list(dict(added).items())  # one text per id: the last given
+        gone = np.asarray(sorted({*removed, *(doc for doc, _ in added)}), dtype=np.int64)
+        keep_docs = ~np.isin(self.doc_ids, gone)
+        keep_postings = ~np.isin(self.posting_docs, gone)
+        term_of_posting = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.offsets))
+        terms, term_ids = list(self.terms), self.term_ids
+        new_terms, new_docs, new_counts, new_lengths = [], [], [], []
+        for doc, text in added:
+            counts = Counter(lexical_tokens(text))
+            new_lengths.append(sum(counts.values()))
+            for term, count in counts.items():
+                if term not in term_ids:
+                    term_ids[term] = len(terms)
+                    terms.append(term)
+                new_terms.append(term_ids[term])
+                new_docs.append(doc)
+                new_counts.append(count)
+        posting_terms = np.concatenate([term_of_posting[keep_postings], np.asarray(new_terms, np.int64)])
+        posting_docs = np.concatenate([self.posting_docs[keep_postings], np.asarray(new_docs, np.int64)])
+        posting_counts = np.concatenate([self.posting_counts[keep_postings],
+                                         np.asarray(new_counts, np.int32)])
+        order = np.lexsort((posting_docs, posting_terms))
+        doc_ids = np.concatenate([self.doc_ids[keep_docs], np.asarray([d for d, _ in added], np.int64)])
+        doc_lengths = np.concatenate([self.doc_lengths[keep_docs], np.asarray(new_lengths, np.int32)])
+        doc_order = np.argsort(doc_ids, kind="stable")
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(np.bincount(posting_terms, minlength=len(terms)))
+        return LexicalIndex(tuple(terms), doc_ids[doc_order], doc_lengths[doc_order], offsets,
+                            posting_docs[order], posting_counts[order])
+
+    def scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every indexed question for ``query``, aligned with ``doc_ids``
+        (each query token counts once per occurrence, as in Lucene)."""
+        total = np.zeros(len(self.doc_ids), dtype=np.float64)
+        if not len(self.doc_ids):
+            return total
+        average_length = max(float(self.doc_lengths.mean()), 1e-9)
+        term_ids = self.term_ids
+        for token in lexical_tokens(query):
+            term = term_ids.get(token)
+            if term is None:
+                continue
+            start, end = self.offsets[term], self.offsets[term + 1]
+            if start == end:
+                continue
+            positions = np.searchsorted(self.doc_ids, self.posting_docs[start:end])
+            counts = self.posting_counts[start:end].astype(np.float64)
+            idf = np.log(1.0 + (len(self.doc_ids) - (end - start) + 0.5) / ((end - start) + 0.5))
+            norm = K1 * (1.0 - B + B * self.doc_lengths[positions] / average_length)
+            total[positions] += idf * counts / (counts + norm)
+        return total
+
+    def top(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best (question id, score) pairs with a positive score, best first; only ids
+        in ``allowed`` when given."""
+        scores = self.scores(query)
+        hits = np.flatnonzero(scores > 0)
+        if allowed is not None:
+            hits = hits[np.isin(self.doc_ids[hits], allowed)]
+        best = hits[np.argsort(-scores[hits], kind="stable")[:k]]
+        return [(int(self.doc_ids[i]), float(scores[i])) for i in best]
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, terms=np.frombuffer("\n".join(self.terms).encode("utf-8"), dtype=np.uint8),
+                 doc_ids=self.doc_ids, doc_lengths=self.doc_lengths, offsets=self.offsets,
+                 posting_docs=self.posting_docs, posting_counts=self.posting_counts)
+        return buffer.getvalue()
+
+    @classmethod
+    def read(cls, path: Path) -> LexicalIndex:
+        """Raises ValueError or OSError on a file that is not a lexical index."""
+        with np.load(path, allow_pickle=False) as arrays:
+            text = arrays["terms"].tobytes().decode("utf-8")
+            index = cls(tuple(text.split("\n")) if text else (), arrays["doc_ids"], arrays["doc_lengths"],
+                        arrays["offsets"], arrays["posting_docs"], arrays["posting_counts"])
+        if len(index.offsets) != len(index.terms) + 1 or index.offsets[-1] != len(index.posting_docs):
+            raise ValueError("inconsistent postings")
+        return index
+
+
+def rank_candidates(queries: Sequence[str],
+                    candidates: Sequence[Sequence[tuple[str, str]]]) -> list[list[float]]:
+    """BM25 scores of each query's own candidates ((id, text) pairs), with term statistics from
+    all candidates of all queries, each distinct id counted once (so IDF is not estimated from
+    ten documents alone)."""
+    texts: dict[str, str] = {}
+    for group in candidates:
+        for candidate_id, text in group:
+            texts.setdefault(candidate_id, text)
+    position = {candidate_id: index for index, candidate_id in enumerate(texts)}
+    index = LexicalIndex.build(enumerate(texts.values()))
+    result = []
+    for query, group in zip(queries, candidates, strict=True):
+        scores = index.scores(query)
+        result.append([float(scores[position[candidate_id]]) for candidate_id, _ in group])
+    return result

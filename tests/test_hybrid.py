@@ -1,0 +1,193 @@
+"""Lexical (BM25) and hybrid ranking: the BM25 index and its incremental updates, score fusion,
+and hybrid reranking of CQA candidates."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from indexer.lexical import LexicalIndex, lexical_tokens, rank_candidates
+from retrieval.fusion import SearchMode, fuse, fuse_lists, min_max
+from retrieval.reranker import Reranker
+from train.cqa_questions import OriginalQuestion, RelatedQuestion
+
+DOCS = {10: "how do i renew my visa in doha", 11: "cheap used cars for sale",
+        12: "visa renewal fees for expats", 13: "best pizza near the pearl", 14: ""}
+
+
+def bm25_by_hand(query: str, docs: dict[int, str], doc: int) -> float:
+    """Lucene's BM25 written out term by term, for one document."""
+    tokens = {d: lexical_tokens(text) for d, text in docs.items()}
+    average = sum(len(t) for t in tokens.values()) / len(tokens)
+    score = 0.0
+    for term in lexical_tokens(query):
+        df = sum(term in t for t in tokens.values())
+        tf = tokens[doc].count(term)
+        if df and tf:
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            score += idf * tf / (tf + 1.5 * (1 - 0.75 + 0.75 * len(tokens[doc]) / average))
+    return score
+
+
+def test_bm25_scores_match_the_formula():
+    index = LexicalIndex.build(DOCS.items())
+    scores = dict(zip(index.doc_ids.tolist(), index.scores("visa renewal in doha").tolist(), strict=True))
+    for doc in DOCS:
+        assert scores[doc] == pytest.approx(bm25_by_hand("visa renewal in doha", DOCS, doc))
+    assert [doc for doc, _ in index.top("visa renewal", 5)] == [12, 10]
+
+
+def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):
+    first = {k: v for k, v in DOCS.items() if k != 13}
+    changed = {**first, 11: "cheap flights to london"}
+    changed.pop(12)
+    changed[13] = DOCS[13]
+    updated = LexicalIndex.build(first.items()).updated([(11, changed[11]), (13, changed[13])], [12])
+    fresh = LexicalIndex.build(sorted(changed.items()))
+    for query in ("visa", "cheap london", "pizza pearl", "nothing matches"):
+        np.testing.assert_allclose(updated.scores(query), fresh.scores(query))
+    assert updated.doc_ids.tolist() == sorted(changed)
+    path = tmp_path / "lexical.npz"
+    path.write_bytes(updated.to_bytes())
+    np.testing.assert_allclose(LexicalIndex.read(path).scores("visa cheap"), updated.scores("visa cheap"))
+
+
+def test_top_respects_the_allowed_ids_and_skips_zero_scores():
+    index = LexicalIndex.build(DOCS.items())
+    scores = dict(zip(index.doc_ids.tolist(), index.scores("visa").tolist(), strict=True))
+    assert index.top("visa", 5, allowed=np.array([12, 13])) == [(12, pytest.approx(scores[12]))]
+    assert index.top("zebra", 5) == [] and LexicalIndex.empty().top("visa", 3) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.text(max_size=40)), max_size=12),
+       st.lists(st.integers(0, 30), max_size=5), st.text(max_size=30))
+def test_any_sequence_of_updates_equals_a_fresh_build(pairs, removed, query):
+    first, added = dict(pairs[:3]), dict(pairs[3:])
+    index = LexicalIndex.build(first.items()).updated(added.items(), removed)
+    expected = {doc: text for doc, text in first.items() if doc not in removed and doc not in added}
+    fresh = LexicalIndex.build(sorted({**expected, **added}.items()))
+    assert index.doc_ids.tolist() == fresh.doc_ids.tolist()
+    np.testing.assert_allclose(index.scores(query), fresh.scores(query), atol=1e-9)
+
+
+def test_fusion_is_a_convex_combination_of_normalised_scores():
+    assert min_max([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5] and min_max([1.0, 1.0]) == [0.0, 0.0]
+    fused = fuse({"a": 0.9, "b": 0.5}, {"b": 12.0, "c": 2.0}, dense_weight=0.25)
+    assert fused == pytest.approx({"a": 0.25, "b": 0.75, "c": 0.0})
+    assert fuse_lists([0.1, 0.3], [5.0, 1.0], 1.0) == [0.0, 1.0]  # weight 1: dense alone
+    assert fuse_lists([0.1, 0.3], [5.0, 1.0], 0.0) == [1.0, 0.0]  # weight 0: lexical alone
+
+
+def question(text: str, related: list[str]) -> OriginalQuestion:
+    return OriginalQuestion("Q1", text, "", tuple(
+        RelatedQuestion(id=f"Q1_R{i}", subject=r, body="", ranking_order=i + 1, relevance=None, relevant=None)
+        for i, r in enumerate(related)))
+
+
+def test_hybrid_reranking_fuses_dense_and_bm25(tiny_model):
+    from train.inference import load_encoder
+
+    questions = [question("visa renewal in doha", ["renew my visa", "cheap cars", "doha visa office"])]
+    encoder = load_encoder(tiny_model)
+    dense = Reranker(encoder).scores(questions)
+    lexical = Reranker(None, SearchMode.lexical).scores(questions)
+    assert lexical == rank_candidates(["visa renewal in doha"],
+                                      [[(r.id, r.text) for r in questions[0].related]])
+    hybrid = Reranker(encoder, SearchMode.hybrid, dense_weight=0.3).scores(questions)
+    assert hybrid == [fuse_lists(dense[0], lexical[0], 0.3)]
+    with pytest.raises(ValueError, match="needs an encoder"):
+        Reranker(None, SearchMode.hybrid)
+
+
+# ------------------------------------------------------------------ the index directory's BM25 file
+
+RARE = {"id": "rare", "subject": "Zolfaghari clinic", "body": "Has anyone been to the Zolfaghari clinic?"}
+
+
+def build(index_dir, records, model, tmp_path, *extra_options) -> None:
+    from helpers import QUIET, write_jsonl
+
+    from indexer.build import index_sources
+
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    options = QUIET if not extra_options else extra_options[0]
+    index_sources(index_dir, [source], str(model), options=options)
+
+
+def test_hybrid_search_finds_a_question_sharing_only_a_rare_term(tmp_path, tiny_model):
+    from helpers import collection
+
+    from retrieval.searcher import Searcher
+
+    build(tmp_path / "index", [*collection(60), RARE], tiny_model, tmp_path)
+    with Searcher(tmp_path / "index") as searcher:
+        assert searcher.default_mode == SearchMode.dense  # the tiny model has no tuned weight
+        for mode in (SearchMode.lexical, SearchMode.hybrid):
+            (first, *_) = searcher.search("zolfaghari opening hours", 5, mode=mode)
+            assert first.external_id == "rare", mode
+        dense_ids = [r.external_id for r in searcher.search("zolfaghari opening hours", 5,
+                                                            mode=SearchMode.dense)]
+        hybrid = searcher.search("zolfaghari opening hours", 5, mode=SearchMode.hybrid)
+    assert [r.rank for r in hybrid] == [1, 2, 3, 4, 5]
+    assert all(-1.0 <= r.cosine <= 1.0 for r in hybrid) and hybrid[0].score == pytest.approx(
+        max(r.score for r in hybrid))
+    assert "rare" not in dense_ids[:1]  # what hybrid adds: the untrained dense model misses it
+
+
+def test_the_bm25_file_follows_added_and_removed_questions(tmp_path, tiny_model):
+    from helpers import QUIET, collection
+
+    from indexer.build import IndexOptions
+    from indexer.directory import check_index, open_index
+    from indexer.manifest import load_lexical
+    from retrieval.searcher import Searcher
+
+    index_dir = tmp_path / "index"
+    records = collection(40)
+    build(index_dir, records, tiny_model, tmp_path)
+    build(index_dir, [*records, RARE], tiny_model, tmp_path)  # add-only: the file is extended
+    opened = open_index(index_dir)
+    try:
+        extended = load_lexical(index_dir, opened.manifest)
+        fresh = LexicalIndex.build(opened.store.texts())
+    finally:
+        opened.close()
+    assert extended.doc_ids.tolist() == fresh.doc_ids.tolist()
+    np.testing.assert_allclose(extended.scores("zolfaghari visa"), fresh.scores("zolfaghari visa"))
+
+    prune = IndexOptions(prune=True, show_progress=False)
+    build(index_dir, records, tiny_model, tmp_path, prune)  # RARE removed from the sources
+    with Searcher(index_dir) as searcher:
+        for mode in (SearchMode.lexical, SearchMode.hybrid):
+            assert "rare" not in [r.external_id for r in searcher.search("zolfaghari clinic", 10, mode=mode)]
+    assert check_index(index_dir).ok
+    assert QUIET.show_progress is False
+
+
+def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
+    from helpers import collection
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    index_dir = tmp_path / "index"
+    build(index_dir, [*collection(20), RARE], tiny_model, tmp_path)
+    (lexical_file,) = index_dir.glob("lexical-*.npz")
+    content = bytearray(lexical_file.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    lexical_file.write_bytes(bytes(content))
+    runner = CliRunner()
+    refused = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical"])
+    assert refused.exit_code == 2
+    assert lexical_file.name in refused.stderr and "check --repair" in refused.stderr
+    assert runner.invoke(app, ["check", "--index", str(index_dir)]).exit_code == 1
+    assert runner.invoke(app, ["check", "--index", str(index_dir), "--repair"]).exit_code == 0
+    repaired = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical",
+                                   "--json"])
+    assert repaired.exit_code == 0, repaired.output
+    assert '"id": "rare"' in repaired.stdout.splitlines()[0]

@@ -1,0 +1,74 @@
+"""Writing files so that a reader never sees half of one, and hashing them.
+
+Light (standard library only): train/, indexer/, retrieval/ and app/ all use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from train.errors import UserError
+
+
+class OutputError(UserError):
+    """An output path that cannot be written (a directory, a missing parent, no permission)."""
+
+
+def temporary_name(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: hidden, and per process."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove_stale_temporaries(directory: Path, pattern: str = ".*.tmp") -> None:
+    """Drop temporaries that a killed writer left (call only while holding the writer's lock)."""
+    for leftover in directory.glob(pattern):
+        leftover.unlink(missing_ok=True)
+
+
+def require_output_file(path: Path) -> None:
+    """Refuse an output path that can never be a file, before any work is done for it."""
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path}: the directory {path.parent} does not exist")
+
+
+@contextmanager
+def atomic_write(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write; when the block succeeds the file is
+    synced and renamed onto ``path``, else removed: readers see the old file or the new one.
+    A path that cannot be written raises :class:`OutputError` naming it."""
+    require_output_file(path)
+    temporary = temporary_name(path)
+    try:
+        yield temporary
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as err:
+        raise OutputError(f"{path}: cannot write ({err.strerror or err})") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    with atomic_write(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def files_sha256(paths: Iterable[Path]) -> str:
+    """The sha256 (hex) of the files' contents, one after the other, read a MiB at a time."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    return files_sha256([path])
