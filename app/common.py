@@ -48,7 +48,7 @@ ModelOption = Annotated[str, typer.Option("--model", help="A model directory or 
 
 ModeOption = Annotated[SearchMode | None, typer.Option(
     "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused "
-                   "[default: hybrid when the model has a tuned hybrid weight, else dense].",
+                   "[default: hybrid when the model's tuned hybrid weight says words help, else dense].",
     show_default=False)]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
