@@ -79,7 +79,7 @@ ModelOption = Annotated[str, typer.Option("--model", help="A model directory or 
                                           show_default="the shipped models/accurate")]
 ModeOption = Annotated[SearchMode | None, typer.Option(
     "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused.",
-    show_default="hybrid when the model has a tuned hybrid weight, else dense")]
+    show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
 DatabaseOption = Annotated[
     str | None,

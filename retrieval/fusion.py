@@ -21,6 +21,14 @@ class SearchMode(StrEnum):
     hybrid = "hybrid"  # both, fused
 
 
+def default_mode(tuned_dense_weight: float | None) -> SearchMode:
+    """Hybrid where tuning on dev 2016 found that the words help (a dense weight below 1), else
+    dense: a hybrid with weight 1 ranks as dense does, at the cost of a BM25 pass."""
+    if tuned_dense_weight is not None and tuned_dense_weight < 1.0:
+        return SearchMode.hybrid
+    return SearchMode.dense
+
+
 def min_max(scores: Sequence[float]) -> list[float]:
     low, high = min(scores, default=0.0), max(scores, default=0.0)
     if high <= low:

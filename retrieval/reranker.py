@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from indexer.lexical import rank_candidates
-from retrieval.fusion import SearchMode, fuse_lists
+from retrieval.fusion import SearchMode, default_mode, fuse_lists
 from train.cqa_questions import OriginalQuestion
 from train.files import write_text_atomically
 from train.inference import Encoder, load_encoder
@@ -29,11 +29,11 @@ class Reranker:
 
     @classmethod
     def for_model(cls, spec: str, mode: SearchMode | None = None, encoder: Encoder | None = None) -> Reranker:
-        """A model's reranker in ``mode``, by default hybrid when the model has a tuned hybrid
-        weight (and dense otherwise); hybrid uses that weight. ``encoder`` replaces the model's
+        """A model's reranker in ``mode`` (by default ``fusion.default_mode`` of the model's tuned
+        hybrid weight); hybrid uses that weight. ``encoder`` replaces the model's
         query encoder (e.g. its torch model, to compare)."""
         tuned = hybrid_dense_weight(spec)
-        mode = mode or (SearchMode.hybrid if tuned is not None else SearchMode.dense)
+        mode = mode or default_mode(tuned)
         if encoder is None and mode != SearchMode.lexical:
             encoder = load_encoder(spec)
         return cls(encoder, mode, UNTUNED_DENSE_WEIGHT if tuned is None else tuned)

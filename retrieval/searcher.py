@@ -20,7 +20,7 @@ from indexer.directory import OpenIndex, open_index
 from indexer.lexical import LexicalIndex
 from indexer.manifest import load_lexical
 from indexer.store import EncoderIdentity, StoredQuestion, require_same_encoder
-from retrieval.fusion import SearchMode, fuse
+from retrieval.fusion import SearchMode, default_mode, fuse
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
 from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight, weights_fingerprint
@@ -83,8 +83,8 @@ class SearchResult:
 
 class Searcher:
     """An open index plus its encoder, loaded once per process; the BM25 file is read on the
-    first lexical or hybrid search. ``default_mode`` is hybrid when the model has a tuned hybrid
-    weight (``askalike eval card --write``) and the index a BM25 file, else dense."""
+    first lexical or hybrid search. ``default_mode`` follows the model's tuned hybrid weight
+    (``askalike eval card --write``; see ``fusion.default_mode``) when the index has a BM25 file."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
                  encoder: Encoder | None = None) -> None:
@@ -103,8 +103,7 @@ class Searcher:
             self.index.close()
             raise
         self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
-        self.default_mode = (SearchMode.hybrid if tuned is not None and self.index.manifest.lexical_file
-                             else SearchMode.dense)
+        self.default_mode = default_mode(tuned) if self.index.manifest.lexical_file else SearchMode.dense
 
     def close(self) -> None:
         self.index.close()

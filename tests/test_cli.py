@@ -121,11 +121,17 @@ def test_eval_card_records_dev_figures_that_eval_cqa_and_sts_reproduce(data_dir,
     assert card.exit_code == 0, card.output
     figures = json.loads(card.output)
     recorded = json.loads((model / "metrics.json").read_text())["evaluation"]
-    assert recorded == {k: figures[k] for k in ("stsb", "cqa_map")}
+    assert recorded == {k: v for k, v in figures.items() if k != "model"}
     assert set(recorded["cqa_map"]) == {"dev2016"} and set(recorded["stsb"]) == {"dev"}  # no test split
+    weight = json.loads((model / "config.json").read_text())["hybrid_dense_weight"]
+    assert weight == recorded["hybrid_dense_weight"] and 0.0 <= weight <= 1.0
+    assert recorded["hybrid_cqa_map"]["dev2016"] >= recorded["cqa_map"]["dev2016"]  # tuned there
 
-    cqa = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", *common])
-    assert json.loads(cqa.output)["map"] == recorded["cqa_map"]["dev2016"]
+    cqa = runner.invoke(app, ["eval", "cqa", "--split", "dev2016", "--mode", "dense", "--mode", "hybrid",
+                              *common])
+    dense, hybrid = (json.loads(line) for line in cqa.output.splitlines())
+    assert dense["map"] == recorded["cqa_map"]["dev2016"] and dense["system"] == str(model)
+    assert hybrid["map"] == recorded["hybrid_cqa_map"]["dev2016"] and hybrid["system"] == f"{model}+hybrid"
     sts = runner.invoke(app, ["eval", "sts", "--split", "dev", "--tuned", *common])
     assert json.loads(sts.output)["pearson"] == recorded["stsb"]["dev"]["tuned"]
 

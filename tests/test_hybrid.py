@@ -191,3 +191,11 @@ def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
                                    "--json"])
     assert repaired.exit_code == 0, repaired.output
     assert '"id": "rare"' in repaired.stdout.splitlines()[0]
+
+
+def test_hybrid_is_the_default_only_where_tuning_found_that_words_help():
+    from retrieval.fusion import default_mode
+
+    assert default_mode(None) == SearchMode.dense  # never tuned
+    assert default_mode(1.0) == SearchMode.dense  # tuning chose dense alone
+    assert default_mode(0.5) == SearchMode.hybrid
