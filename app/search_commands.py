@@ -162,9 +162,10 @@ def tui(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
+    mode: ModeOption = None,
 ) -> None:
-    """Browse the index by meaning in a full-screen terminal app."""
+    """Browse the index by meaning in a full-screen terminal app (Ctrl+T switches the mode)."""
     from app.tui import SearchApp  # Textual loads only for the TUI
     from retrieval.searcher import Searcher
 
-    SearchApp(lambda: Searcher(index_dir, database), k=k).run()
+    SearchApp(lambda: Searcher(index_dir, database), k=k, mode=mode).run()

@@ -24,6 +24,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 
 from app.common import RESULT_COLUMNS, result_row
 from retrieval.duplicates import mark_near_duplicates
+from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 from train.errors import UserError
 
@@ -39,6 +40,7 @@ HELP = """\
   b  Escape       back to the previous search
   f               filter by source, category or date
   c               clear the filters
+  Ctrl+T          switch the search mode: dense (meaning), lexical (words), hybrid (both)
   /               back to the search box
   ?  F1           this help
   q  Ctrl+C       quit (q when not typing in the search box)
@@ -192,15 +194,18 @@ class SearchApp(App[None]):
         Binding("b,escape", "back", "Back"),
         Binding("f", "filters", "Filters"),
         Binding("c", "clear_filters", "Clear filters"),
+        Binding("ctrl+t", "next_mode", "Mode", priority=True),
         Binding("slash", "focus_search", "Search", key_display="/"),
         Binding("down,j", "cursor('down')", "Down", show=False),
         Binding("up,k", "cursor('up')", "Up", show=False),
     ]
 
-    def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20) -> None:
+    def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20,
+                 mode: SearchMode | None = None) -> None:
         super().__init__(ansi_color=True)  # the terminal's own colours, light or dark
         self.open_searcher = open_searcher
         self.k = k
+        self.mode = mode  # None until the searcher is open: then the index model's default
         self.searcher: Searcher | None = None
         self.filters = SearchFilters()
         self.history: list[Search] = []
@@ -242,7 +247,7 @@ class SearchApp(App[None]):
     def _opened(self, searcher: Searcher) -> None:
         self.searcher = searcher
         self.query_one(DataTable).loading = False
-        self.query_one("#mode", Static).update(searcher.default_mode.value)
+        self._show_mode(self.mode or searcher.default_mode)
         index = searcher.index
         self.sub_title = (f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
                           f"{searcher.count:,} questions")
@@ -306,7 +311,7 @@ class SearchApp(App[None]):
             if search.like is not None:
                 results = searcher.more_like(search.like.row_id, self.k, search.filters)
             else:
-                results = searcher.search(search.query, self.k, search.filters)
+                results = searcher.search(search.query, self.k, search.filters, self.mode)
             results = mark_near_duplicates(searcher, results)
         except UserError as err:  # reported in the status line
             self.call_from_thread(self._status, f"Search failed: {err}")
@@ -390,6 +395,19 @@ class SearchApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return bool(self.filters) if action == "clear_filters" else True
+
+    def action_next_mode(self) -> None:
+        """Dense -> lexical -> hybrid -> dense, and the current text search again in the new mode."""
+        if self.searcher is None:
+            return
+        modes = list(SearchMode)
+        self._show_mode(modes[(modes.index(self.mode or self.searcher.default_mode) + 1) % len(modes)])
+        if self.history and self.history[-1].like is None:
+            self._run(self.history[-1])
+
+    def _show_mode(self, mode: SearchMode) -> None:
+        self.mode = mode
+        self.query_one("#mode", Static).update(f"mode: {mode.value} (^t)")
 
     def action_help(self) -> None:
         self.push_screen(MessageScreen(HELP))

@@ -82,7 +82,27 @@ async def test_typing_shows_the_expected_first_result(index_dir):
         assert app.results[0].external_id == "q13"
         assert status(app).endswith("10 results")
         assert "q13" in str(app.query_one("#detail-text").render())
-        assert str(app.query_one("#mode").render()) == "dense"
+        assert str(app.query_one("#mode").render()) == "mode: dense (^t)"
+
+
+@pytest.mark.slow
+@synchronously
+async def test_ctrl_t_switches_the_mode_and_searches_again(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car")
+        await settle(pilot)
+        seen = []
+        for expected in ("lexical", "hybrid", "dense"):
+            await pilot.press("ctrl+t")
+            await settle(pilot)
+            assert str(app.query_one("#mode").render()) == f"mode: {expected} (^t)"
+            assert app.query_one("#query").value == "cheap car"  # ctrl+t types nothing
+            seen.append([r.row_id for r in app.results])
+        lexical, _, dense = seen
+        assert all({"cheap", "car"} & set(f"{r.subject} {r.body}".lower().split())
+                   for r in app.results if r.row_id in lexical) and lexical
+        assert dense and app.mode == "dense"
 
 
 @pytest.mark.slow
