@@ -24,7 +24,7 @@ from retrieval.fusion import SearchMode, default_mode, fuse
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
 from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight, weights_fingerprint
-from train.similarity import angular_similarity, require_text
+from train.similarity import require_text
 
 EXCERPT_CHARS = 240
 CANDIDATE_POOL = 100  # candidates from each side of a hybrid search before fusion
@@ -58,7 +58,6 @@ class SearchResult:
     body: str
     metadata: dict[str, Any] = field(repr=False)
     cosine: float
-    similarity: float  # Yang et al.'s 0-5 scale: 5 * (1 - arccos(cos) / pi)
     score: float  # what the results are ordered by: the cosine, the BM25 score or the fused score
     duplicate_of: int | None = None  # rank of a better hit this one nearly duplicates
 
@@ -213,7 +212,6 @@ class Searcher:
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion]) -> list[SearchResult]:
     """SearchResults of (id, cosine, score) hits, best first."""
-    similarities = angular_similarity(np.array([c for _, c, _ in hits], dtype=np.float64))
     return [SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject, found[i].body,
-                         found[i].metadata, c, float(s), score)
-            for rank, ((i, c, score), s) in enumerate(zip(hits, similarities, strict=True), start=1)]
+                         found[i].metadata, cosine, score)
+            for rank, (i, cosine, score) in enumerate(hits, start=1)]

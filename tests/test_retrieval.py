@@ -111,7 +111,7 @@ def test_search_command_table_json_and_stdin(index_dir):
 
 
 def test_match_is_the_cosine_clipped_at_zero():
-    result = SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=-0.2, similarity=2.2, score=-0.2)
+    result = SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=-0.2, score=-0.2)
     assert result.match == 0.0 and replace(result, cosine=0.83).match == 0.83
     assert similarity_bar(0.0, 10) == "░" * 10 and similarity_bar(0.5, 10) == "█" * 5 + "░" * 5
     assert result_row(replace(result, cosine=0.83, duplicate_of=1))[1:4] == (" 83%", "████████░░", "≈ #1  s")
