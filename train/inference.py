@@ -20,6 +20,7 @@ class Encoder:
 
     kind: str
     dim: int
+    max_batch: int = 1 << 30  # texts per embed_batch call at most, whatever batch_size asks
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
@@ -28,8 +29,9 @@ class Encoder:
         """Embeddings, shape (len(texts), dim), L2-normalised unless told otherwise."""
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([len(text) for text in texts], kind="stable")
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        step = min(batch_size, self.max_batch)
+        for start in range(0, len(order), step):
+            chunk = order[start : start + step]
             vectors = self.embed_batch([texts[i] for i in chunk]).astype(np.float32, copy=False)
             if normalize:
                 norms = np.linalg.norm(vectors, axis=1, keepdims=True)

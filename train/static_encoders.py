@@ -18,13 +18,15 @@ from train.text import PAD, Vocabulary
 
 
 def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
-    """The ``encoder.*`` tensors of model.safetensors as float32 arrays (prefix removed)."""
+    """The ``encoder.*`` tensors of model.safetensors, prefix removed, in their saved precision
+    (converting a large fp16 embedding table to fp32 would cost more than a query: the rows a
+    batch looks up are converted instead)."""
     from safetensors import safe_open
 
     path = directory / "model.safetensors"
     try:
         with safe_open(str(path), framework="numpy") as weights:
-            return {key.removeprefix("encoder."): weights.get_tensor(key).astype(np.float32)
+            return {key.removeprefix("encoder."): weights.get_tensor(key)
                     for key in weights.keys() if key.startswith("encoder.")}  # noqa: SIM118
     except (OSError, ValueError) as err:
         raise ModelError(f"{path}: cannot read the weights ({err})") from None
@@ -33,7 +35,7 @@ def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
 def _lookup_sum(table: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the sum of the embeddings of its non-padding ids, and how many there are."""
     mask = ids != PAD
-    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table[ids])
+    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table[ids].astype(np.float32, copy=False))
     return total, mask.sum(axis=1)
 
 
@@ -48,8 +50,8 @@ class StaticDanEncoder(Encoder):
         self.words = weights["words.weight"]
         self.bigrams = weights.get("bigrams.weight")
         layer_ids = sorted({int(key.split(".")[1]) for key in weights if key.startswith("feed_forward.")})
-        self.layers = [(weights[f"feed_forward.{i}.weight"].T.copy(), weights[f"feed_forward.{i}.bias"])
-                       for i in layer_ids]
+        self.layers = [(weights[f"feed_forward.{i}.weight"].T.astype(np.float32),
+                        weights[f"feed_forward.{i}.bias"].astype(np.float32)) for i in layer_ids]
         self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.shape[1]
 
     @classmethod
@@ -83,7 +85,8 @@ class StaticCseEncoder(Encoder):
         self.words = weights["words.weight"]
         kernels = [weights[key] for key in sorted(k for k in weights if k.startswith("convolutions."))]
         # (maps, embedding_dim, width) per width -> (maps * widths, embedding_dim)
-        self.projection = np.concatenate([kernel.sum(axis=2) for kernel in kernels]).T.copy()
+        self.projection = np.concatenate([kernel.astype(np.float32).sum(axis=2)
+                                          for kernel in kernels]).T.copy()
         self.dim = self.projection.shape[1]
 
     @classmethod
