@@ -64,9 +64,12 @@ def search(
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per query.")] = 10,
     source: Annotated[list[str] | None, typer.Option(help="Only this source (path or file "
                                                           "name); repeatable.")] = None,
-    category: Annotated[list[str] | None, typer.Option(help="Only this category; repeatable.")] = None,
-    since: Annotated[str | None, typer.Option(help="Only questions dated on or after (ISO).")] = None,
-    until: Annotated[str | None, typer.Option(help="Only questions dated on or before (ISO).")] = None,
+    category: Annotated[list[str] | None, typer.Option(help="Only this category (any case); "
+                                                            "repeatable.")] = None,
+    since: Annotated[str | None, typer.Option(help="Only questions dated on or after this ISO date "
+                                                   "(YYYY-MM-DD, or with a time).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only questions dated on or before this ISO date "
+                                                   "(a day includes all of it).")] = None,
     mode: ModeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
 ) -> None:
@@ -77,7 +80,8 @@ def search(
     from retrieval.searcher import Searcher, SearchFilters
 
     queries = _queries(query)
-    filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
+    with user_errors():
+        filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
     with user_errors(), Searcher(index_dir, database) as searcher:
         batches = [mark_near_duplicates(searcher, results)
                    for results in searcher.search_many(queries, k, filters, mode)]

@@ -119,8 +119,13 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)
     def _apply(self) -> None:
-        self.dismiss(SearchFilters(self._items("sources"), self._items("categories"),
-                                   self._value("from") or None, self._value("to") or None))
+        try:
+            filters = SearchFilters(self._items("sources"), self._items("categories"),
+                                    self._value("from") or None, self._value("to") or None)
+        except UserError as err:  # an invalid date: said here, and the dialog stays open
+            self.notify(str(err), severity="error")
+            return
+        self.dismiss(filters)
 
     @on(Button.Pressed, "#clear")
     def _clear(self) -> None:

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,14 @@ def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, wher
 
 _QUESTION_COLUMNS = (QuestionRow.id, QuestionRow.source, QuestionRow.external_id, QuestionRow.subject,
                      QuestionRow.body, QuestionRow.meta, QuestionRow.content_hash)
+
+
+def _day_after(text: str) -> str | None:
+    """The next day of a bare ISO day ("2024-03-15" -> "2024-03-16"); None for anything else."""
+    try:
+        return (date.fromisoformat(text) + timedelta(days=1)).isoformat() if len(text) == 10 else None
+    except ValueError:
+        return None
 
 
 def default_database_url(index_dir: Path) -> str:
@@ -399,19 +407,23 @@ class Store:
     def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
                      date_from: str | None = None, date_to: str | None = None) -> np.ndarray:
         """Ids of the questions from one of ``sources`` (a full path or a file name), in one of
-        ``categories``, dated within [date_from, date_to] (ISO text); an empty one restricts
-        nothing. Values are bound parameters, never SQL."""
+        ``categories`` (any case), dated within [date_from, date_to] (ISO text; a bare day as
+        ``date_to`` includes that whole day); an empty one restricts nothing. Values are bound
+        parameters, never SQL."""
         condition = true()
         if sources:
             condition &= or_(*(or_(QuestionRow.source == name,
                                    QuestionRow.source.endswith("/" + name, autoescape=True))
                                for name in sources))
         if categories:
-            condition &= QuestionRow.meta["category"].as_string().in_(list(categories))
+            condition &= func.lower(QuestionRow.meta["category"].as_string()).in_(
+                [category.lower() for category in categories])
+        dated = QuestionRow.meta["date"].as_string()
         if date_from:
-            condition &= QuestionRow.meta["date"].as_string() >= date_from
+            condition &= dated >= date_from
         if date_to:
-            condition &= QuestionRow.meta["date"].as_string() <= date_to
+            day_after = _day_after(date_to)
+            condition &= dated < day_after if day_after else dated <= date_to
         with self._reading() as session:
             return np.fromiter(session.scalars(select(QuestionRow.id).where(condition)),
                                dtype=np.int64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -36,13 +37,28 @@ class SearchError(UserError):
 
 @dataclass(frozen=True)
 class SearchFilters:
-    """Restrict results by source file (full path or file name), category, or date (ISO
-    strings compared as text, inclusive); empty means no restriction."""
+    """Restrict results by source file, category, or date; empty means no restriction.
+
+    A source is a file name or a path: a path to an existing file is matched as that file
+    (resolved, so a relative path finds what was indexed by its absolute path). Categories match
+    whatever their case. Dates are ISO (YYYY-MM-DD, or with a time) and both ends are inclusive:
+    ``date_to`` as a bare day includes that whole day. An invalid date is a SearchError."""
 
     sources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     date_from: str | None = None
     date_to: str | None = None
+
+    def __post_init__(self) -> None:
+        for bound, value in (("since", self.date_from), ("until", self.date_to)):
+            if value is not None:
+                try:
+                    datetime.fromisoformat(value)
+                except ValueError:
+                    raise SearchError(f"{bound} {value!r} is not a date; use YYYY-MM-DD or an ISO "
+                                      "date and time (2024-03-15 or 2024-03-15T09:30)") from None
+        object.__setattr__(self, "sources", tuple(
+            str(Path(source).resolve()) if Path(source).is_file() else source for source in self.sources))
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)

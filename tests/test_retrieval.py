@@ -71,6 +71,39 @@ def test_filters_exclude_what_they_should(index_dir):
     assert hostile == []  # a bound parameter, not SQL
 
 
+def test_filters_read_as_people_mean_them(index_dir, monkeypatch):
+    forum = index_dir.parent / "forum.jsonl"
+    monkeypatch.chdir(index_dir.parent)
+    with Searcher(index_dir) as searcher:
+        upper = searcher.search("visa", k=50, filters=SearchFilters(categories=("CAR",)))
+        relative = searcher.search("visa", k=64, filters=SearchFilters(sources=("./forum.jsonl",)))
+        one_day = searcher.search("visa", k=64, filters=SearchFilters(date_from="2013-06-01",
+                                                                       date_to="2013-06-01"))
+    assert upper and {r.metadata["category"] for r in upper} == {"car"}  # any case
+    assert len(relative) == 48 and {r.source for r in relative} == {str(forum.resolve())}
+    assert len(one_day) == 8 and {r.metadata["date"] for r in one_day} == {"2013-06-01"}  # inclusive
+
+
+@pytest.mark.parametrize("bound", ["date_from", "date_to"])
+def test_an_invalid_date_is_refused(bound):
+    with pytest.raises(SearchError, match=r"'2024-13-45' is not a date; use YYYY-MM-DD"):
+        SearchFilters(**{bound: "2024-13-45"})
+
+
+def test_until_a_day_includes_that_day_with_times(tmp_path, tiny_model):
+    records = [{"id": f"t{hour}", "subject": f"question at {hour}", "body": "visa",
+                "date": f"2024-03-15 {hour:02d}:30:00"} for hour in (0, 9, 23)]
+    records.append({"id": "next", "subject": "next day", "body": "visa", "date": "2024-03-16 00:00:00"})
+    index_sources(tmp_path / "index", [write_jsonl(tmp_path / "q.jsonl", records)], str(tiny_model),
+                  options=QUIET)
+    result = runner.invoke(app, ["search", "visa", "--index", str(tmp_path / "index"), "--until",
+                                 "2024-03-15", "--json"])
+    assert result.exit_code == 0, result.output
+    assert sorted(json.loads(line)["id"] for line in result.stdout.splitlines()) == ["t0", "t23", "t9"]
+    refused = runner.invoke(app, ["search", "visa", "--index", str(tmp_path / "index"), "--since", "March"])
+    assert refused.exit_code == 2 and "'March' is not a date" in refused.stderr
+
+
 def test_more_like_leaves_the_question_out(index_dir):
     with Searcher(index_dir) as searcher:
         target = searcher.search(text_of(collection(64)[9]), k=1)[0]
