@@ -37,6 +37,9 @@ def index(
     index_type: Annotated[str | None, IndexType] = None,
     prune: Annotated[bool, typer.Option("--prune", help="Remove stored questions that are in none of the "
                                              "SOURCES.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what the run would add, re-embed and (with --prune) remove, and "
+                          "change nothing.")] = False,
     on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
                                                    "or skip it and go on.")] = OnError.stop,
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
@@ -49,7 +52,7 @@ def index(
     """Index question collections: new and changed questions are embedded, the rest kept."""
     from dataclasses import asdict
 
-    from indexer.build import IndexOptions, index_sources
+    from indexer.build import IndexOptions, index_sources, plan_sources
 
     if threads is not None:
         import faiss
@@ -58,15 +61,37 @@ def index(
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads)
     with user_errors():
-        report = index_sources(index_dir, sources, model, database, options)
+        report = (plan_sources(index_dir, sources, database, options) if dry_run
+                  else index_sources(index_dir, sources, model, database, options))
     for problem in report.skipped:
         stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
         typer.echo(json.dumps(figures))
-    else:
-        print_figures(f"Indexed into {index_dir}", figures, as_json=False)
+        return
+    for question in report.would_remove:
+        typer.echo(f"would remove {question}")
+    del figures["would_remove"]
+    title = f"Dry run: nothing written to {index_dir}" if dry_run else f"Indexed into {index_dir}"
+    print_figures(title, figures, as_json=False)
+
+
+@app.command("delete")
+def delete(
+    ids: Annotated[list[str], typer.Argument(help="The ids of the questions, as in your source files.")],
+    source: Annotated[str | None, typer.Option(help="Only from this source (file name or path), for "
+                                                    "an id that several sources use.")] = None,
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
+    database: DatabaseOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove questions from the index by their ids; all or nothing."""
+    from indexer.build import delete_questions
+
+    with user_errors():
+        removed = delete_questions(index_dir, ids, source, database)
+    print_figures(f"Deleted from {index_dir}", {"deleted": removed}, as_json)
 
 
 @app.command("index-info")

@@ -27,6 +27,7 @@ from indexer.manifest import (
     Manifest,
     ensure_index_id,
     faiss_file_name,
+    index_id,
     index_lock,
     lexical_file_name,
     load_faiss,
@@ -39,6 +40,7 @@ from indexer.store import (
     SQLITE_FILE,
     EncoderIdentity,
     Store,
+    StoreError,
     default_database_url,
     masked_url,
 )
@@ -84,6 +86,8 @@ class IndexReport:
     parameters: dict[str, Any] = field(default_factory=dict)
     faiss_rebuilt: bool = False
     embed_seconds: float = 0.0
+    dry_run: bool = False  # nothing was written: the counts say what a run would do
+    would_remove: list[str] = field(default_factory=list)  # "source: id" of what --prune would remove
 
     @property
     def questions_per_s(self) -> float:
@@ -269,6 +273,71 @@ def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) ->
             known = int(lexical.doc_ids.max()) if len(lexical) else -1
             return lexical.updated(store.texts(after_id=known), ())
     return LexicalIndex.build(store.texts())
+
+
+def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None = None,
+                 options: IndexOptions | None = None) -> IndexReport:
+    """What ``index_sources`` would do (``--dry-run``): the sources are read and compared with
+    the index, nothing is embedded or written, and nothing is created."""
+    options = options or IndexOptions()
+    named = distinct_sources(sources)
+    problems: list[DataError] = []
+    read = [(name, read_source(path, options.on_error, problems)) for name, path in named]
+    manifest = read_manifest(index_dir) if index_dir.is_dir() else None
+    url = database or default_database_url(index_dir)
+    report = IndexReport(str(index_dir), masked_url(url), manifest.encoder.model if manifest else "",
+                         read=sum(len(q) for _, q in read), skipped=[str(p) for p in problems],
+                         index_type=options.index_type or (manifest.index_type if manifest else "flat"),
+                         dry_run=True)
+    if manifest is None:  # a new index: every question would be added
+        report.added = report.total = report.read
+        return report
+    url = resolve_database(index_dir, database)
+    report.database = masked_url(url)
+    with Store(url, read_only=True) as store:
+        store.require_owner(index_id(index_dir))
+        pending, field_edits = _plan(store, read, report)
+        report.added = sum(p.row_id is None for p in pending)
+        report.reembedded = len(pending) - report.added
+        report.metadata_updated = len(field_edits)
+        if options.prune:
+            keep = {(source, q.external_id) for source, questions in read for q in questions}
+            stale = store.fetch(_stale_ids(store, keep))
+            report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
+            report.removed = len(stale)
+        report.total = store.count() + report.added - report.removed
+    return report
+
+
+def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
+                     database: str | None = None) -> int:
+    """Remove questions by the user's ids (from ``source`` only, a file name or path, when given)
+    and update the index files. Every id must name exactly one stored question, else nothing is
+    removed; returns how many were."""
+    with index_lock(index_dir):
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise IndexDirectoryError(f"{index_dir}: no index here to delete from")
+        url = resolve_database(index_dir, database)
+        with Store(url) as store:
+            store.require_owner(index_id(index_dir))
+            matches: dict[str, list[tuple[int, str]]] = {name: [] for name in external_ids}
+            for row_id, stored_source, external_id in store.question_keys():
+                if external_id in matches and (source is None or stored_source == source
+                                               or stored_source.endswith("/" + source)):
+                    matches[external_id].append((row_id, stored_source))
+            missing = [name for name, rows in matches.items() if not rows]
+            if missing:
+                raise StoreError(f"no question with id {', '.join(map(repr, missing))} in {index_dir}"
+                                 + (f" from {source}" if source else "") + "; nothing deleted")
+            ambiguous = {name: rows for name, rows in matches.items() if len(rows) > 1}
+            if ambiguous:
+                name, rows = next(iter(ambiguous.items()))
+                raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
+                                 "name one with --source; nothing deleted")
+            removed = store.delete([rows[0][0] for rows in matches.values()])
+            sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url)
+            return removed
 
 
 def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,

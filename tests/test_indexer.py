@@ -236,3 +236,41 @@ def test_vectors_are_stored_exactly(tmp_path, tiny_model):
         np.testing.assert_allclose(vectors, expected, atol=1e-6)
     finally:
         opened.close()
+
+
+def test_dry_run_says_what_a_run_would_do_and_writes_nothing(tmp_path, tiny_model):
+    from indexer.build import plan_sources
+
+    records = collection(20)
+    index_dir = tmp_path / "index"
+    assert plan_sources(index_dir, [write_jsonl(tmp_path / "q.jsonl", records)]).added == 20
+    assert not index_dir.exists()  # a dry run creates nothing
+    index_sources(index_dir, [tmp_path / "q.jsonl"], str(tiny_model), options=QUIET)
+    before = stored_state(index_dir, f"sqlite:///{index_dir / 'askalike.sqlite3'}")
+    files = {path.name: path.stat().st_mtime_ns for path in index_dir.iterdir()}
+    records[3]["body"] = "changed text"
+    write_jsonl(tmp_path / "q.jsonl", [*records[:15], {"id": "new", "subject": "new one", "body": ""}])
+    report = plan_sources(index_dir, [tmp_path / "q.jsonl"], options=IndexOptions(prune=True))
+    assert (report.added, report.reembedded, report.removed, report.total) == (1, 1, 5, 16)
+    assert report.dry_run and report.would_remove == sorted(
+        f"{(tmp_path / 'q.jsonl').resolve()}: q{i}" for i in range(15, 20))
+    assert stored_state(index_dir, f"sqlite:///{index_dir / 'askalike.sqlite3'}") == before
+    assert {path.name: path.stat().st_mtime_ns for path in index_dir.iterdir()} == files
+
+
+def test_delete_by_the_users_ids_is_all_or_nothing(tmp_path, tiny_model):
+    from indexer.build import delete_questions
+
+    index_dir = tmp_path / "index"
+    sources = [write_jsonl(tmp_path / "a.jsonl", collection(10)),
+               write_jsonl(tmp_path / "b.jsonl", collection(3))]
+    index_sources(index_dir, sources, str(tiny_model), options=QUIET)
+    with pytest.raises(StoreError, match=r"'nope'.*nothing deleted"):
+        delete_questions(index_dir, ["q5", "nope"])
+    with pytest.raises(StoreError, match=r"'q1' is in 2 sources.*--source"):
+        delete_questions(index_dir, ["q1"])
+    assert index_info(index_dir)["questions"] == 13
+    assert delete_questions(index_dir, ["q5", "q7"]) == 2  # only in a.jsonl
+    assert delete_questions(index_dir, ["q1"], source="b.jsonl") == 1
+    assert check_index(index_dir).ok and index_info(index_dir)["questions"] == 10
+    assert "q5" not in search_ids(index_dir, None, tiny_model, collection(10)[5]["body"], k=10)
