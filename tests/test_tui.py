@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import QUIET, ROOT, collection, write_jsonl
 
-from app.tui import DEBOUNCE_S, DetailScreen, MessageScreen, SearchApp
+from app.tui import DEBOUNCE_S, DetailScreen, FilterScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
-from retrieval.searcher import Searcher
+from retrieval.searcher import Searcher, SearchFilters
 
 SIZE = (100, 30)
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
@@ -200,6 +200,25 @@ async def test_filters_are_shown_and_cleared(index_dir):
         await pilot.press("c")
         await settle(pilot)
         assert filters_shown(app) == "" and len(app.results) == 10
+
+
+@pytest.mark.slow
+@synchronously
+async def test_an_invalid_filter_date_is_said_and_the_dialog_stays(index_dir):
+    app = make_app(index_dir)
+    notices: list[str] = []
+    app.notify = lambda message, **_: notices.append(str(message))  # what the user is told
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"visa", "enter")
+        await settle(pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.click("#from")
+        await pilot.press(*"March", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, FilterScreen) and app.filters == SearchFilters()
+        assert notices == ["since 'March' is not a date; use YYYY-MM-DD or an ISO date and time "
+                           "(2024-03-15 or 2024-03-15T09:30)"]
 
 
 @synchronously
