@@ -113,6 +113,14 @@ class LexicalIndex:
             total[positions] += idf * counts / (counts + norm)
         return total
 
+    def scores_of(self, query: str, ids: Sequence[int]) -> dict[int, float]:
+        """The BM25 score of each of ``ids`` for ``query``; 0 for an id the index lacks."""
+        scores = self.scores(query)
+        positions = np.searchsorted(self.doc_ids, np.asarray(ids, dtype=np.int64))
+        return {int(doc): float(scores[position])
+                if position < len(self.doc_ids) and self.doc_ids[position] == doc else 0.0
+                for doc, position in zip(ids, positions, strict=True)}
+
     def top(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``k`` best (question id, score) pairs with a positive score, best first; only ids
         in ``allowed`` when given."""

@@ -219,8 +219,7 @@ class Searcher:
         found = self.index.store.fetch(sorted(candidates))  # live questions only
         stored = self.index.store.vectors_of(list(found), self.index.manifest.encoder.dim)
         cosines = {i: float(stored[i] @ vector) for i in found}
-        bm25 = self.lexical.scores(query)
-        lexical = {i: float(bm25[np.searchsorted(self.lexical.doc_ids, i)]) for i in found}
+        lexical = self.lexical.scores_of(query, list(found))
         scores = lexical if mode == SearchMode.lexical else fuse(cosines, lexical, self.dense_weight)
         best = sorted(found, key=lambda i: (-scores[i], i))[:k]
         return _results([(i, cosines[i], scores[i]) for i in best], found)

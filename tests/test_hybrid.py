@@ -56,6 +56,12 @@ def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):
     np.testing.assert_allclose(LexicalIndex.read(path).scores("visa cheap"), updated.scores("visa cheap"))
 
 
+def test_scores_of_chosen_ids_and_zero_for_unknown_ones():
+    index = LexicalIndex.build(DOCS.items())
+    scores = dict(zip(index.doc_ids.tolist(), index.scores("visa doha").tolist(), strict=True))
+    assert index.scores_of("visa doha", [12, 99, 10]) == {12: scores[12], 99: 0.0, 10: scores[10]}
+
+
 def test_top_respects_the_allowed_ids_and_skips_zero_scores():
     index = LexicalIndex.build(DOCS.items())
     scores = dict(zip(index.doc_ids.tolist(), index.scores("visa").tolist(), strict=True))
