@@ -239,21 +239,14 @@ def eval_card(
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
-    from retrieval.model_card import model_figures
+    from retrieval.model_card import model_figures, record_figures
     from train.data_dir import resolve_data_dir
-    from train.files import write_text_atomically
-    from train.model_io import HYBRID_WEIGHT_KEY, ModelError, read_model_config
+    from train.model_io import read_model_config
 
-    metrics_path = Path(model) / "metrics.json"
     with user_errors():
-        if write and not (Path(model) / "config.json").is_file():
-            raise ModelError(f"{model}: --write needs a model directory")
+        if write:
+            read_model_config(Path(model))  # before the work: --write needs a model directory
         figures = model_figures(_encoder(model, use_torch), resolve_data_dir(data_dir), with_test)
         if write:
-            metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-            key = "evaluation_torch" if use_torch else "evaluation"
-            write_text_atomically(metrics_path, json.dumps({**metrics, key: figures}, indent=2) + "\n")
-            if not use_torch:  # queries use the exported encoder: its weight is the one to keep
-                config = {**read_model_config(Path(model)), HYBRID_WEIGHT_KEY: figures[HYBRID_WEIGHT_KEY]}
-                write_text_atomically(Path(model) / "config.json", json.dumps(config, indent=2) + "\n")
+            record_figures(Path(model), figures, of_torch_model=use_torch)
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

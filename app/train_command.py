@@ -51,17 +51,8 @@ def export(
     """(Re)write MODEL/model.onnx, the export that answers queries without torch. `train` writes
     it with every transformer model; this refreshes a model saved before, or changes its
     quantisation."""
-    import json
-
-    from train.model_io import ModelError, read_model_config
-    from train.onnx_export import EXPORTED_KINDS, export_onnx
-    from train.trained_model import load_model
+    from train.trained_model import export_model
 
     with user_errors():
-        config = read_model_config(model)
-        if config["kind"] not in EXPORTED_KINDS:
-            raise ModelError(f"{model}: a {config['kind']} model runs in numpy; nothing to export")
-        config["inference"] = export_onnx(load_model(model).encoder, model,
-                                          weight_dtype=config.get("dtype", "float32"), quantize=quantize)
-        (model / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    typer.echo(f"wrote {model / config['inference']['file']}")
+        described = export_model(model, quantize)
+    typer.echo(f"wrote {model / described['file']} ({described['quantization']})")

@@ -4,6 +4,7 @@ too; and the hybrid weight, tuned on dev 2016 only."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from retrieval.fusion import WEIGHT_GRID, SearchMode, fuse_lists
 from retrieval.reranker import Reranker
 from train.datasets import read_sts_benchmark, stsb_path
 from train.evaluation import evaluate_sts, fit_sts_transform
+from train.files import write_text_atomically
 from train.inference import Encoder
+from train.model_io import HYBRID_WEIGHT_KEY, update_model_config
 
 TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
 ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}
@@ -39,6 +42,18 @@ def model_figures(encoder: Encoder, data_dir: Path, with_test: bool) -> dict[str
         for name, reranker in rerankers.items():
             cqa[name][split] = _map(cqa_split, reranker.scores(cqa_split.questions))
     return {"stsb": stsb, **cqa, "hybrid_dense_weight": weight}
+
+
+def record_figures(directory: Path, figures: dict[str, Any], of_torch_model: bool) -> None:
+    """Keep the figures in the model's metrics.json, under "evaluation" (the exported encoder
+    that queries use) or "evaluation_torch"; the exported encoder's tuned hybrid weight also
+    goes into its config.json, where search reads it."""
+    metrics_path = directory / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    key = "evaluation_torch" if of_torch_model else "evaluation"
+    write_text_atomically(metrics_path, json.dumps({**metrics, key: figures}, indent=2) + "\n")
+    if not of_torch_model:
+        update_model_config(directory, **{HYBRID_WEIGHT_KEY: figures[HYBRID_WEIGHT_KEY]})
 
 
 def _map(split: CqaSplit, scores: list[list[float]]) -> float:

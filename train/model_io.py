@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from train.errors import UserError
-from train.files import files_sha256
+from train.files import files_sha256, write_text_atomically
 
 PRETRAINED_PREFIX = "pretrained:"
 # the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
@@ -63,6 +63,17 @@ def read_model_config(directory: Path) -> dict[str, Any]:
         raise ModelError(f"{config_path}: not a model config ({err})") from None
     if not isinstance(config, dict) or not isinstance(config.get("kind"), str):
         raise ModelError(f"{config_path}: not a model config (no encoder \"kind\")")
+    return config
+
+
+def write_model_config(directory: Path, config: dict[str, Any]) -> None:
+    write_text_atomically(directory / "config.json", json.dumps(config, indent=2) + "\n")
+
+
+def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
+    """Set keys of a model's config.json (the export's description, the tuned hybrid weight)."""
+    config = {**read_model_config(directory), **values}
+    write_model_config(directory, config)
     return config
 
 

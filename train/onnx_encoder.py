@@ -70,7 +70,7 @@ class OnnxEncoder(Encoder):
     def from_directory(cls, directory: Path, config: dict[str, Any], threads: int | None) -> OnnxEncoder:
         kind, max_length = config["kind"], config["encoder"]["max_length"]
         if not (directory / ONNX_FILE).is_file():
-            _export(directory, lambda: _load_torch_encoder(directory))
+            _export(directory, lambda: _export_model(directory))
         tokenize = (subword_tokenizer(directory / "backbone", max_length) if kind == "pretrained"
                     else vocabulary_tokenizer(directory, max_length))
         return cls(kind, directory / ONNX_FILE, tokenize, threads)
@@ -79,7 +79,7 @@ class OnnxEncoder(Encoder):
     def for_pretrained(cls, name: str, threads: int | None) -> OnnxEncoder:
         export_dir = pretrained_export_dir(name)
         if not (export_dir / ONNX_FILE).is_file():
-            _export(export_dir, lambda: _load_torch_encoder(f"pretrained:{name}"))
+            _export(export_dir, lambda: _export_pretrained(name, export_dir))
         return cls("pretrained", export_dir / ONNX_FILE,
                    subword_tokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
 
@@ -88,19 +88,24 @@ class OnnxEncoder(Encoder):
         return self.session.run(None, {name: arrays[name] for name in self.input_names})[0]
 
 
-def _load_torch_encoder(spec: str | Path):
+def _export_model(directory: Path) -> None:
+    from train.trained_model import export_model
+
+    export_model(directory)
+
+
+def _export_pretrained(name: str, directory: Path) -> None:
+    from train.onnx_export import export_onnx
     from train.trained_model import load_model
 
-    return load_model(spec).encoder
+    export_onnx(load_model(f"pretrained:{name}").encoder, directory)
 
 
-def _export(directory: Path, torch_encoder: Callable[[], Any]) -> None:
+def _export(directory: Path, write: Callable[[], None]) -> None:
     """The one-time export of a transformer that has no ONNX file yet (needs torch)."""
-    from train.onnx_export import export_onnx
-
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        export_onnx(torch_encoder(), directory)
+        write()
     except OSError as err:
         raise ModelError(f"{directory}: cannot write the ONNX export of this model ({err}); "
                          f"set ASKALIKE_CACHE to a writable folder or re-save the model") from None

@@ -16,7 +16,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
-from train.model_io import PRETRAINED, ModelError, pretrained_name, read_model_config
+from train.model_io import (
+    PRETRAINED,
+    ModelError,
+    pretrained_name,
+    read_model_config,
+    update_model_config,
+    write_model_config,
+)
 from train.objectives import NliHead, ResponseSelectionHead
 from train.onnx_export import EXPORTED_KINDS, export_onnx
 from train.text import Vocabulary
@@ -66,7 +73,7 @@ def save_model(model: TrainedModel, directory: Path, half_precision: bool = Fals
               "heads": _heads_config(model), "dtype": str(dtype).removeprefix("torch.")}
     if encoder.kind in EXPORTED_KINDS:
         config["inference"] = export_onnx(encoder, temporary, weight_dtype=config["dtype"])
-    (temporary / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_model_config(temporary, config)
     (temporary / "metrics.json").write_text(json.dumps(model.metrics, indent=2) + "\n")
     if directory.exists():
         shutil.rmtree(directory)
@@ -109,3 +116,14 @@ def load_model(spec: str | Path) -> TrainedModel:
     encoder.eval()
     return model
 
+
+def export_model(directory: Path, quantize: bool = True) -> dict[str, Any]:
+    """(Re)write a saved transformer's ONNX export and record it in its config.json; returns
+    the export's description. DAN and CSE models need none: they run in numpy."""
+    config = read_model_config(directory)
+    if config["kind"] not in EXPORTED_KINDS:
+        raise ModelError(f"{directory}: a {config['kind']} model runs in numpy; nothing to export")
+    described = export_onnx(load_model(directory).encoder, directory,
+                            weight_dtype=config.get("dtype", "float32"), quantize=quantize)
+    update_model_config(directory, inference=described)
+    return described
