@@ -204,7 +204,9 @@ def _embed_and_store(store: Store, encoder: Encoder, pending: list[_Pending],
     report.reembedded = len(pending) - report.added
 
 
-def _stale_ids(store: Store, keep: set[tuple[str, str]]) -> list[int]:
+def _stale_ids(store: Store, read: list[tuple[str, list[SourceQuestion]]]) -> list[int]:
+    """Stored questions that none of the sources read has (what --prune removes)."""
+    keep = {(source, q.external_id) for source, questions in read for q in questions}
     return [row_id for row_id, source, external_id in store.question_keys()
             if (source, external_id) not in keep]
 
@@ -301,8 +303,7 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
         report.reembedded = len(pending) - report.added
         report.metadata_updated = len(field_edits)
         if options.prune:
-            keep = {(source, q.external_id) for source, questions in read for q in questions}
-            stale = store.fetch(_stale_ids(store, keep))
+            stale = store.fetch(_stale_ids(store, read))
             report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
             report.removed = len(stale)
         report.total = store.count() + report.added - report.removed
@@ -369,8 +370,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             report.metadata_updated = store.update_fields(field_edits)
             _embed_and_store(store, encoder, pending, options, report)
             if options.prune:
-                keep = {(source, q.external_id) for source, questions in read for q in questions}
-                report.removed = store.delete(_stale_ids(store, keep))
+                report.removed = store.delete(_stale_ids(store, read))
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                           and manifest_before.generation == generation_before)
             manifest, report.faiss_rebuilt = sync_vector_index(
