@@ -31,6 +31,10 @@ class ModelConfig:
     oov_buckets: int = 1000
     bigram_buckets: int = 0
     glove: bool = False  # initialise word embeddings from GloVe 6B 50d (embedding_dim = 50)
+    # a DAN's word embeddings from the distillation teacher's embeddings (train.teacher_init)
+    teacher_init: bool = False
+    # start from this saved model's encoder (same kind; its vocabulary is kept): a later stage
+    initialise_from: str = ""
     encoder: dict[str, Any] = field(default_factory=dict)  # encoder constructor arguments
 
 
@@ -47,6 +51,9 @@ class DataConfig:
     # distinct texts drawn from the training pairs and NLI sentences
     distill_teacher: str = ""
     distill_sentences: int = 0
+    # conversation files whose every training text (held-out tails excepted) joins the pool of
+    # distillation texts, after the in-domain texts (training pairs, NLI, STS Benchmark train)
+    distill_conversations: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +152,18 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
                           "[data] distill_teacher and distill_sentences")
     if (config.training.sts_ratio > 0) != config.data.stsb_train:
         raise ConfigError(f"{where}: [training] sts_ratio > 0 goes with [data] stsb_train = true")
+    model = config.model
+    if model.teacher_init and (model.kind != "dan" or not config.data.distill_teacher):
+        raise ConfigError(f"{where}: [model] teacher_init needs kind = \"dan\" and a "
+                          "[data] distill_teacher")
+    if model.initialise_from and (model.teacher_init or model.glove):
+        raise ConfigError(f"{where}: [model] initialise_from starts from a saved model's weights; "
+                          "it goes without teacher_init and glove")
+    unknown = sorted(set(config.data.conversations + config.data.distill_conversations)
+                     - set(CONVERSATION_FILES))
+    if unknown:
+        raise ConfigError(f"{where} [data]: unknown conversation files {unknown} "
+                          f"(known: {list(CONVERSATION_FILES)})")
     training = config.training
     if training.nli_ratio + training.distill_ratio + training.sts_ratio > 1:
         raise ConfigError(f"{where}: nli_ratio + distill_ratio + sts_ratio exceed 1")

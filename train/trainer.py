@@ -24,16 +24,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
 from train.config import TrainConfig
-from train.corpus import TrainingData, load_training_data
-from train.datasets import read_word_vectors
+from train.corpus import TrainingData, conversation_pairs, load_training_data
+from train.datasets import read_sts_benchmark, read_word_vectors, stsb_path
 from train.distillation import distillation_texts, teacher_vectors
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb
 from train.files import atomic_write, remove_stale_temporaries
 from train.model_io import PRETRAINED
 from train.tasks import Batch, Task, training_model, training_tasks
+from train.teacher_init import initialise_from_teacher
 from train.text import Vocabulary
-from train.trained_model import TrainedModel, save_model
+from train.trained_model import TrainedModel, load_model, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
 
@@ -92,10 +93,16 @@ def choose_device() -> torch.device:
 
 
 def build_encoder(config: TrainConfig, data: TrainingData, data_dir: Path,
-                  vocabulary: Vocabulary | None) -> SentenceEncoder:
+                  vocabulary: Vocabulary | None, run_dir: Path) -> SentenceEncoder:
     model = config.model
     if model.kind == "pretrained":
         return PretrainedEncoder(PRETRAINED[model.pretrained](), **model.encoder)
+    if model.initialise_from:
+        encoder = load_model(model.initialise_from).encoder
+        if encoder.kind != model.kind:
+            raise ValueError(f"[model] initialise_from = {model.initialise_from!r} is a "
+                             f"{encoder.kind} model, the config's kind is {model.kind!r}")
+        return encoder.train()
     if vocabulary is None:
         texts = (text for pair in data.pairs for text in pair)
         vocabulary = Vocabulary.build(texts, model.vocabulary_size, model.min_count,
@@ -103,6 +110,8 @@ def build_encoder(config: TrainConfig, data: TrainingData, data_dir: Path,
     encoder = VOCABULARY_ENCODERS[model.kind](vocabulary, **model.encoder)
     if model.glove:
         load_glove(encoder, data_dir / GLOVE)
+    if model.teacher_init:
+        initialise_from_teacher(encoder, config.data.distill_teacher, run_dir / "teacher")
     return encoder
 
 
@@ -155,7 +164,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         vocabulary_path = run_dir / "vocab.json"
         vocabulary = Vocabulary.load(vocabulary_path) if vocabulary_path.is_file() else None
-        encoder = build_encoder(config, self.data, data_dir, vocabulary)
+        encoder = build_encoder(config, self.data, data_dir, vocabulary, run_dir)
         if isinstance(encoder, VocabularyEncoder) and self.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             encoder.vocabulary.save(vocabulary_path)
@@ -178,9 +187,14 @@ class Trainer:
         """The texts to distill and their teacher vectors (computed once, cached in the run)."""
         if config.training.distill_ratio <= 0:
             return [], None
-        sentences = [text for pair in self.data.pairs for text in pair]
-        sentences += [text for pair in self.data.nli for text in (pair.premise, pair.hypothesis)]
-        texts = distillation_texts(sentences, config.data.distill_sentences, config.seed)
+        data = self.data
+        in_domain = [text for pair in data.pairs for text in pair]
+        in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
+        in_domain += [text for pair in read_sts_benchmark(stsb_path(self.data_dir, "train"))
+                      for text in (pair.sentence1, pair.sentence2)]
+        general = [text for stem in config.data.distill_conversations
+                   for pair in conversation_pairs(self.data_dir, stem)[0] for text in pair]
+        texts = distillation_texts([in_domain, general], config.data.distill_sentences, config.seed)
         waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
         if waits and self.rank != 0:
             dist.barrier()
