@@ -29,6 +29,11 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"seed": 1}, "needs a name"),
     ({"name": "x", "model": {"kind": "rnn"}}, "unknown model kind"),
     ({"name": "x", "training": {"stepz": 3}}, "unknown keys"),
+    ({"name": "x", "data": {"distill_conversations": ["redit"]}}, "unknown conversation files"),
+    ({"name": "x", "model": {"teacher_init": True}}, "teacher_init needs"),
+    ({"name": "x", "model": {"initialise_from": "runs/a/model", "glove": True}}, "goes without"),
+    ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
+      "training": {"distill_ratio": 0.5}}, "choose one"),
 ])
 def test_bad_configs_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):

@@ -6,18 +6,28 @@ import torch
 
 from train.distillation import CHUNK, distillation_loss, distillation_texts, teacher_vectors
 from train.encoders import DanEncoder
+from train.teacher_init import initialise_from_teacher, pca, zipf_sif_weights
 from train.text import Vocabulary
 from train.trained_model import TrainedModel, save_model
 
 
 def test_distillation_texts_are_distinct_seeded_and_limited():
     texts = [f"question {i % 50}" for i in range(500)] + ["Question  3", ""]
-    chosen = distillation_texts(texts, 40, seed=1)
+    chosen = distillation_texts([texts], 40, seed=1)
     assert len(chosen) == 40
     assert len({" ".join(t.lower().split()) for t in chosen}) == 40  # "Question  3" is "question 3"
-    assert chosen == distillation_texts(texts, 40, seed=1)
-    assert chosen != distillation_texts(texts, 40, seed=2)
-    assert len(distillation_texts(texts, 1000, seed=1)) == 50
+    assert chosen == distillation_texts([texts], 40, seed=1)
+    assert chosen != distillation_texts([texts], 40, seed=2)
+    assert len(distillation_texts([texts], 1000, seed=1)) == 50
+
+
+def test_distillation_texts_take_the_groups_in_order_and_a_smaller_sample_is_a_prefix():
+    in_domain = [f"visa question {i}" for i in range(30)]
+    general = [f"chat line {i}" for i in range(100)] + in_domain[:5]  # repeats are drawn once
+    larger = distillation_texts([in_domain, general], 120, seed=3)
+    assert set(larger[:30]) == set(in_domain)
+    assert len(larger) == 120 and all(text.startswith("chat") for text in larger[30:])
+    assert distillation_texts([in_domain, general], 45, seed=3) == larger[:45]
 
 
 @pytest.fixture
@@ -44,14 +54,18 @@ def test_teacher_vectors_are_cached_by_chunk_and_replaced_for_other_texts(teache
     assert np.array_equal(vectors, again)
     assert chunks[0].stat().st_mtime_ns == first_written
 
-    # a shorter sample of the same texts keeps the chunks it shares
-    teacher_vectors(str(teacher_dir), texts[:CHUNK], cache, show_progress=False)
-    assert sorted(cache.glob("chunk-*.npy")) == chunks[:1]
+    # a shorter sample of the same texts reads the chunks it shares and keeps the others
+    shorter = teacher_vectors(str(teacher_dir), texts[:CHUNK], cache, show_progress=False)
+    assert np.array_equal(shorter, vectors[:CHUNK])
+    assert sorted(cache.glob("chunk-*.npy")) == chunks
     assert chunks[0].stat().st_mtime_ns == first_written
 
-    other = teacher_vectors(str(teacher_dir), texts[:5], cache, show_progress=False)
-    assert other.shape == (5, 24)
-    assert len(list(cache.glob("chunk-*.npy"))) == 1
+    # other texts replace the chunk at their position, and never read a cached one
+    other_texts = ["word1 word2", "word3"] * 3
+    other = teacher_vectors(str(teacher_dir), other_texts, cache, show_progress=False)
+    assert other.shape == (6, 24)
+    assert not chunks[0].exists() and chunks[1].exists()
+    assert np.allclose(other[0], other[2]) and not np.allclose(other[0], other[1])
 
 
 def test_distillation_loss_is_lowest_at_the_teacher_and_checks_dimensions():
@@ -62,3 +76,28 @@ def test_distillation_loss_is_lowest_at_the_teacher_and_checks_dimensions():
     assert float(copy) < 0.01 < float(shuffled)
     with pytest.raises(ValueError, match="dimensions"):
         distillation_loss(torch.randn(16, 4), teacher, scale=20.0)
+
+
+def test_teacher_init_makes_the_untrained_dan_its_teachers_static_distillation(teacher_dir, tmp_path):
+    """Before training, a DAN with a single output layer of the teacher's size embeds a text as
+    the PCA back-projection of its words' SIF-weighted teacher vectors, summed."""
+    words = [f"word{i}" for i in range(40)] + ["common"]
+    student = DanEncoder(Vocabulary(tuple(words), oov_buckets=3, bigram_buckets=5),
+                         embedding_dim=8, hidden=[24])
+    initialise_from_teacher(student, str(teacher_dir), tmp_path / "cache")
+    assert list((tmp_path / "cache").glob("words-*.npy"))
+
+    teacher = teacher_vectors(str(teacher_dir), words, tmp_path / "cache", prefix="words",
+                              show_progress=False)
+    reduced, directions = pca(teacher, 8)
+    weights = zipf_sif_weights(len(words))
+    expected = (reduced[3] * weights[3] + reduced[7] * weights[7]) @ directions
+    got = student.encode(["word3 word7"], normalize=False)[0]
+    assert np.allclose(got * np.sqrt(3), expected, atol=1e-4)  # 2 words + 1 (zero) bigram
+    assert torch.count_nonzero(student.bigrams.weight) == 0
+    assert torch.count_nonzero(student.words.weight[len(words) + 1 :]) == 0  # OOV buckets
+
+
+def test_zipf_sif_weights_fall_with_frequency():
+    weights = zipf_sif_weights(1000)
+    assert np.all(np.diff(weights) > 0) and 0 < weights[0] < weights[-1] < 1

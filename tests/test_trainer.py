@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import torch
 import torch.multiprocessing as mp
 
 from train.config import parse_config
-from train.corpus import TrainingData, conversation_pairs
+from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
 from train.trained_model import load_model, save_model
@@ -108,6 +109,41 @@ def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_da
     Trainer(config(12), data_dir, tmp_path / "resumed", data).run(resume=True, show_progress=False)
     straight, resumed = _weights(tmp_path / "straight/model"), _weights(tmp_path / "resumed/model")
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+def test_a_later_stage_starts_from_the_earlier_model_and_reuses_its_teacher_pass(
+        data_dir, dialog_data, tmp_path):
+    """Stage 2 (initialise_from + distill_texts_from) starts from stage 1's weights and distills
+    on stage 1's texts from its cache: the teacher is not run again (here it is gone)."""
+    teacher = Trainer(small_config("dan", steps=1), data_dir, tmp_path / "teacher",
+                      TrainingData(dialog_data.pairs[:300], [], []))
+    save_model(teacher.trained_model(), tmp_path / "teacher-model")
+    first = small_settings("dan", steps=3, distill_ratio=0.5)
+    first["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"), "distill_sentences": 300}
+    data = TrainingData(dialog_data.pairs[:600], dialog_data.heldout, [])
+    Trainer(parse_config(first), data_dir, tmp_path / "stage1", data).run(show_progress=False)
+    chunks = sorted((tmp_path / "stage1/teacher").glob("chunk-*.npy"))
+    shutil.rmtree(tmp_path / "teacher-model")
+
+    second = small_settings("dan", steps=2, distill_ratio=0.5)
+    second["model"] = {"kind": "dan", "initialise_from": str(tmp_path / "stage1/model")}
+    second["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"),
+                       "distill_texts_from": str(tmp_path / "stage1")}
+    stage2 = Trainer(parse_config(second), data_dir, tmp_path / "stage2", data)
+    stage1_weights = _weights(tmp_path / "stage1/model")
+    assert torch.allclose(stage2.model.encoder.words.weight,
+                          stage1_weights["encoder.words.weight"].float())
+    assert stage2.tasks["distill"].items == json.loads((tmp_path / "stage1/teacher/texts.json").read_text())
+    stage2.run(show_progress=False)
+    assert sorted((tmp_path / "stage1/teacher").glob("chunk-*.npy")) == chunks
+
+
+def test_nli_entailment_pairs_join_the_training_pairs(data_dir):
+    config = parse_config({"name": "x", "data": {"conversations": [], "qatar_living": [],
+                                                 "nli": ["sick_train"], "nli_entailment_pairs": True}})
+    data = load_training_data(data_dir, config.data)
+    entailed = [(p.premise, p.hypothesis) for p in data.nli if p.label == "entailment"]
+    assert entailed and data.pairs == entailed
 
 
 def _weights(model_dir: Path) -> dict[str, torch.Tensor]:

@@ -54,6 +54,11 @@ class DataConfig:
     # conversation files whose every training text (held-out tails excepted) joins the pool of
     # distillation texts, after the in-domain texts (training pairs, NLI, STS Benchmark train)
     distill_conversations: list[str] = field(default_factory=list)
+    # instead of drawing a sample: the texts and cached teacher vectors of an earlier run's
+    # teacher pass (RUN_DIR/teacher), e.g. a fine-tuning stage keeping its distillation term
+    distill_texts_from: str = ""
+    # NLI entailment pairs (premise, hypothesis) join the training pairs
+    nli_entailment_pairs: bool = False
 
 
 @dataclass
@@ -147,9 +152,13 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if config.training.sparse_embeddings and config.model.kind == "pretrained":
         raise ConfigError(f"{where}: sparse_embeddings applies to encoders trained from scratch")
     distills = config.training.distill_ratio > 0
-    if distills != bool(config.data.distill_teacher and config.data.distill_sentences):
+    data = config.data
+    if distills != bool(data.distill_teacher and (data.distill_sentences or data.distill_texts_from)):
         raise ConfigError(f"{where}: distillation needs [training] distill_ratio > 0 together with "
-                          "[data] distill_teacher and distill_sentences")
+                          "[data] distill_teacher and distill_sentences (or distill_texts_from)")
+    if data.distill_sentences and data.distill_texts_from:
+        raise ConfigError(f"{where}: [data] distill_sentences draws a sample, distill_texts_from "
+                          "reuses an earlier run's: choose one")
     if (config.training.sts_ratio > 0) != config.data.stsb_train:
         raise ConfigError(f"{where}: [training] sts_ratio > 0 goes with [data] stsb_train = true")
     model = config.model

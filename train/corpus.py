@@ -80,5 +80,8 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
     pairs += qatar_living_pairs(data_dir, config.qatar_living)
     if config.labelled_cqa_copies:
         pairs += labelled_cqa_pairs(data_dir) * config.labelled_cqa_copies
+    nli = nli_pairs(data_dir, config.nli)
+    if config.nli_entailment_pairs:
+        pairs += [(pair.premise, pair.hypothesis) for pair in nli if pair.label == "entailment"]
     sts = list(read_sts_benchmark(stsb_path(data_dir, "train"))) if config.stsb_train else []
-    return TrainingData(pairs, heldout, nli_pairs(data_dir, config.nli), sts)
+    return TrainingData(pairs, heldout, nli, sts)

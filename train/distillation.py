@@ -12,6 +12,7 @@ vector among the batch's (softmax over scaled cosines) and to point where the te
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from rich.progress import (
 from torch.nn import functional as F
 
 from train.batching import text_key
+from train.data_dir import DataError
 from train.files import atomic_write
 from train.inference import Encoder
 from train.model_io import ONNX_FILE
@@ -48,6 +50,29 @@ def distillation_texts(groups: Sequence[Sequence[str]], limit: int, seed: int) -
                 if len(chosen) == limit:
                     return list(chosen.values())
     return list(chosen.values())
+
+
+TEXTS_FILE = "texts.json"
+
+
+def write_distillation_texts(cache_dir: Path, texts: Sequence[str]) -> None:
+    """Record the sample beside its teacher vectors, so that a later stage can reuse both."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_write(cache_dir / TEXTS_FILE) as temporary:
+        temporary.write_text(json.dumps(list(texts), ensure_ascii=False), encoding="utf-8")
+
+
+def read_distillation_texts(cache_dir: Path) -> list[str]:
+    path = cache_dir / TEXTS_FILE
+    try:
+        texts = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(path, "not found: run the stage that draws the distillation texts first") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DataError(path, f"not a JSON list of texts ({err})") from None
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise DataError(path, "not a JSON list of texts")
+    return texts
 
 
 def _chunk_path(cache_dir: Path, prefix: str, teacher: str, start: int, texts: Sequence[str]) -> Path:

@@ -26,7 +26,12 @@ from torch import nn
 from train.config import TrainConfig
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_sts_benchmark, read_word_vectors, stsb_path
-from train.distillation import distillation_texts, teacher_vectors
+from train.distillation import (
+    distillation_texts,
+    read_distillation_texts,
+    teacher_vectors,
+    write_distillation_texts,
+)
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb
 from train.files import atomic_write, remove_stale_temporaries
@@ -184,24 +189,37 @@ class Trainer:
                 self.model, find_unused_parameters=model.nli_head is not None)
 
     def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None]:
-        """The texts to distill and their teacher vectors (computed once, cached in the run)."""
+        """The texts to distill and their teacher vectors (computed once, cached in the run, or
+        read from an earlier run's cache)."""
         if config.training.distill_ratio <= 0:
             return [], None
+        data = config.data
+        if data.distill_texts_from:
+            cache_dir = Path(data.distill_texts_from) / "teacher"
+            texts = read_distillation_texts(cache_dir)
+        else:
+            cache_dir = self.run_dir / "teacher"
+            texts = distillation_texts(self._distillation_pool(), data.distill_sentences, config.seed)
+        waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
+        if waits and self.rank != 0:
+            dist.barrier()
+        if self.rank == 0 and not data.distill_texts_from:
+            write_distillation_texts(cache_dir, texts)
+        vectors = teacher_vectors(data.distill_teacher, texts, cache_dir)
+        if waits and self.rank == 0:
+            dist.barrier()
+        return texts, torch.from_numpy(vectors)
+
+    def _distillation_pool(self) -> list[list[str]]:
+        """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
         data = self.data
         in_domain = [text for pair in data.pairs for text in pair]
         in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
         in_domain += [text for pair in read_sts_benchmark(stsb_path(self.data_dir, "train"))
                       for text in (pair.sentence1, pair.sentence2)]
-        general = [text for stem in config.data.distill_conversations
+        general = [text for stem in self.config.data.distill_conversations
                    for pair in conversation_pairs(self.data_dir, stem)[0] for text in pair]
-        texts = distillation_texts([in_domain, general], config.data.distill_sentences, config.seed)
-        waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
-        if waits and self.rank != 0:
-            dist.barrier()
-        vectors = teacher_vectors(config.data.distill_teacher, texts, self.run_dir / "teacher")
-        if waits and self.rank == 0:
-            dist.barrier()
-        return texts, torch.from_numpy(vectors)
+        return [in_domain, general]
 
     # ------------------------------------------------------------------ checkpoints
 
