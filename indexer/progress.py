@@ -1,0 +1,26 @@
+"""The progress bars of an index run: done of total, rate and time left."""
+
+from __future__ import annotations
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+
+class _Rate(ProgressColumn):
+    """Items a second (rich's estimate over the last 30 s), in the task's ``unit``."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.speed:,.0f} {task.fields.get('unit', 'items')}/s" if task.speed else "")
+
+
+def index_progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(),
+                    TimeRemainingColumn(), disable=not enabled)
