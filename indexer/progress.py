@@ -1,7 +1,9 @@
-"""The progress bars of an index run: done of total, rate and time left."""
+"""The progress bars of an index run: done of total, rate and time left, on stderr (stdout holds
+only the results)."""
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -23,4 +25,4 @@ class _Rate(ProgressColumn):
 
 def index_progress(enabled: bool) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-                    TimeRemainingColumn(), disable=not enabled)
+                    TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled)

@@ -20,6 +20,10 @@ from indexer.tuning import IndexBuildError
 from train.files import OutputError, atomic_write, file_sha256
 
 TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
+# product-quantiser codebooks train on at most 64 points a centroid (16,384 for 8 bits; FAISS
+# would take 65,536): their k-means runs in the sub-vectors' few dimensions, where FAISS has no
+# fast kernel, and the refinement re-scores candidates on the vectors anyway
+PQ_TRAINING_PER_CENTROID = 64
 Chunks = Iterable[tuple[np.ndarray, np.ndarray]]  # (int64 ids, float32 vectors) a chunk at a time
 
 
@@ -30,7 +34,8 @@ def _factory_key(index_type: str, parameters: dict[str, Any]) -> str:
         return f"IDMap2,HNSW{parameters['links']}"
     if index_type == "ivf":
         return f"IDMap2,IVF{parameters['lists']},Flat"
-    return (f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']},"
+    # np: no polysemous training (a slow reordering of the codes for Hamming filtering, unused)
+    return (f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']}np,"
             f"Refine({parameters['refine']})")
 
 
@@ -63,6 +68,9 @@ def build_index(index_type: str, parameters: dict[str, Any], dim: int, chunks: C
     index = faiss.index_factory(dim, _factory_key(index_type, parameters), faiss.METRIC_INNER_PRODUCT)
     if index_type == "hnsw":
         faiss.downcast_index(index.index).hnsw.efConstruction = parameters["ef_construction"]
+    if index_type == "ivfpq":
+        faiss.downcast_index(faiss.extract_index_ivf(index)).pq.cp.max_points_per_centroid = (
+            PQ_TRAINING_PER_CENTROID)
     if not index.is_trained and training is not None and len(training):
         if faiss.get_num_gpus():
             faiss.extract_index_ivf(index).clustering_index = faiss.index_cpu_to_all_gpus(
