@@ -32,14 +32,14 @@ if TYPE_CHECKING:
 
 EfSearchOption = Annotated[int | None, typer.Option(
     "--ef-search", min=1, help="hnsw indexes: candidates a search keeps (higher: more exact, slower).",
-    show_default="as the index was built (see index-info)")]
+    show_default="as the index was built; see index-info")]
 NprobeOption = Annotated[int | None, typer.Option(
     "--nprobe", min=1, help="ivf and ivfpq indexes: lists a search reads (higher: more exact, slower).",
-    show_default="as the index was built (see index-info)")]
+    show_default="as the index was built; see index-info")]
 KFactorOption = Annotated[int | None, typer.Option(
     "--k-factor", min=1, help="ivfpq indexes: candidates per result re-scored on the stored fp16 "
                               "vectors (higher: more exact, slower).",
-    show_default="as the index was built (see index-info)")]
+    show_default="as the index was built; see index-info")]
 
 
 def _tuning(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> SearchTuning:

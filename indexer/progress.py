@@ -1,5 +1,6 @@
-"""The progress bars of an index run: done of total, rate and time left, on stderr (stdout holds
-only the results)."""
+"""The progress bars of an index run: done of total, rate and time left. On stderr and cleared
+when done, as the CLI's other bars (``app.common.progress_bars``): stdout holds only the results,
+and the run's report says what was done."""
 
 from __future__ import annotations
 
@@ -25,4 +26,5 @@ class _Rate(ProgressColumn):
 
 def index_progress(enabled: bool) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-                    TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled)
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                    disable=not enabled)
