@@ -2,8 +2,8 @@
 figure printing. Commands live in one module per area and register themselves here.
 
 Start-up stays light: command modules import only typer, rich and the light modules of the
-library (``train.errors``, ``train.data_dir``, ``train.model_io``, ``indexer.choices``) at the
-top; each command imports the machinery it uses in its body.
+library (``train.errors``, ``train.data_dir``, ``train.model_io``, ``indexer.choices``,
+``indexer.tuning``) at the top; each command imports the machinery it uses in its body.
 """
 
 from __future__ import annotations

@@ -18,10 +18,14 @@ from app.common import (
     stderr,
     user_errors,
 )
-from indexer.choices import DEFAULT_INDEX_DIR, INDEX_TYPES, OnError
+from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, OnError
+from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 
-IndexType = typer.Option("--index-type", help=f"FAISS index: {', '.join(INDEX_TYPES)}.",
-                         show_default="the index's own; flat for a new index")
+IndexType = typer.Option(
+    "--index-type", help=f"FAISS index: {AUTO_INDEX_TYPE} (by the number of questions: flat, exact, "
+                         f"up to {AUTO_FLAT_MAX:,}; hnsw up to {AUTO_HNSW_MAX:,}; ivfpq with fp16 "
+                         f"refinement above), {', '.join(INDEX_TYPES)}.",
+    show_default=f"the index's own; {AUTO_INDEX_TYPE} for a new index")
 
 
 @app.command("index")

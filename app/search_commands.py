@@ -28,7 +28,24 @@ from train.model_io import DEFAULT_MODEL
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from retrieval.searcher import SearchResult
+    from retrieval.searcher import SearchResult, SearchTuning
+
+EfSearchOption = Annotated[int | None, typer.Option(
+    "--ef-search", min=1, help="hnsw indexes: candidates a search keeps (higher: more exact, slower).",
+    show_default="as the index was built; see index-info")]
+NprobeOption = Annotated[int | None, typer.Option(
+    "--nprobe", min=1, help="ivf and ivfpq indexes: lists a search reads (higher: more exact, slower).",
+    show_default="as the index was built; see index-info")]
+KFactorOption = Annotated[int | None, typer.Option(
+    "--k-factor", min=1, help="ivfpq indexes: candidates per result re-scored on the stored fp16 "
+                              "vectors (higher: more exact, slower).",
+    show_default="as the index was built; see index-info")]
+
+
+def _tuning(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> SearchTuning:
+    from retrieval.searcher import SearchTuning
+
+    return SearchTuning(ef_search=ef_search, nprobe=nprobe, k_factor=k_factor)
 
 
 def _queries(query: str | None) -> list[str]:
@@ -71,6 +88,9 @@ def search(
     until: Annotated[str | None, typer.Option(help="Only questions dated on or before this ISO date "
                                                    "(a day includes all of it).")] = None,
     mode: ModeOption = None,
+    ef_search: EfSearchOption = None,
+    nprobe: NprobeOption = None,
+    k_factor: KFactorOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
 ) -> None:
     """Search an index by meaning."""
@@ -82,7 +102,8 @@ def search(
     queries = _queries(query)
     with user_errors():
         filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
-    with user_errors(), Searcher(index_dir, database) as searcher:
+    tuning = _tuning(ef_search, nprobe, k_factor)
+    with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         batches = [mark_near_duplicates(searcher, results)
                    for results in searcher.search_many(queries, k, filters, mode)]
     console = Console()
@@ -167,9 +188,13 @@ def tui(
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
     mode: ModeOption = None,
+    ef_search: EfSearchOption = None,
+    nprobe: NprobeOption = None,
+    k_factor: KFactorOption = None,
 ) -> None:
     """Browse the index by meaning in a full-screen terminal app (Ctrl+T switches the mode)."""
     from app.tui import SearchApp  # Textual loads only for the TUI
     from retrieval.searcher import Searcher
 
-    SearchApp(lambda: Searcher(index_dir, database), k=k, mode=mode).run()
+    tuning = _tuning(ef_search, nprobe, k_factor)
+    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode).run()

@@ -52,6 +52,20 @@ def real_questions(count: int, data_dir: Path | None = None) -> list[str]:
     raise SystemExit(f"only {len(seen)} distinct questions found, {count} asked")
 
 
+def conversation_texts(count: int, data_dir: Path | None = None) -> list[str]:
+    """The first ``count`` distinct texts (inputs and responses) of the conversation files
+    (conversations/*.tsv.gz, about 2.4M of them), files in name order, texts in file order."""
+    seen: dict[str, None] = {}
+    for path in sorted((data_dir or resolve_data_dir()).glob("conversations/*.tsv.gz")):
+        for pair in read_conversations(path):
+            for text in (pair.input.strip(), pair.response.strip()):
+                if text:
+                    seen.setdefault(text, None)
+                    if len(seen) == count:
+                        return list(seen)
+    raise SystemExit(f"only {len(seen):,} distinct conversation texts found, {count:,} asked")
+
+
 def varied_questions(count: int, data_dir: Path | None = None) -> list[str]:
     """``count`` questions for the large sizes: the real ones, then each again with a variation
     (a numbered suffix and a word dropped in turn), so that every text is distinct."""

@@ -5,7 +5,7 @@ for each index type at 100k and 1M vectors, with bytes per vector on disk and in
 
 Vectors are the model's embeddings of bench.common.varied_questions; the 1,000 queries are real
 questions with a word dropped (near but not equal to a stored one). Parameters are the ones the
-indexer chooses for that size (indexer.vector_index.choose_parameters).
+indexer chooses for that size (indexer.tuning.choose_parameters).
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import faiss
 import numpy as np
 
 from bench.common import markdown_table, real_questions, varied_questions, write_section
+from indexer.choices import INDEX_TYPES
+from indexer.tuning import choose_parameters
 from indexer.vector_index import (
-    INDEX_TYPES,
     build_index,
-    choose_parameters,
     configure_search,
     read_index,
+    training_sample,
+    training_size,
     write_index,
 )
 from train.inference import load_encoder
@@ -95,7 +97,9 @@ def main() -> None:
         for index_type in args.types:
             parameters = choose_parameters(index_type, size, data.shape[1])
             started = time.perf_counter()
-            built = build_index(index_type, parameters, data.shape[1], ids, data)
+            sample_size = training_size(parameters)
+            training = training_sample([(ids, data)], size, sample_size) if sample_size else None
+            built = build_index(index_type, parameters, data.shape[1], [(ids, data)], training)
             build_seconds = time.perf_counter() - started
             with tempfile.TemporaryDirectory() as scratch:
                 path = Path(scratch) / "index.faiss"
@@ -104,7 +108,7 @@ def main() -> None:
                 memory = loaded_bytes(path)
                 del built
                 index = read_index(path)
-            configure_search(index, index_type, parameters)
+            configure_search(index, parameters)
             p50, p99, batched = latencies(index, queries)
             recall = recall_at_k(index.search(queries, K)[1], exact)
             del index

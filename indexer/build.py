@@ -1,41 +1,36 @@
 """``askalike index``: sources into the store and the FAISS index, incrementally and crash-safely.
 
-A run reads and validates every source before it writes anything. It then embeds only new or
-changed questions (by content hash), committing question rows and their vectors together a chunk
-at a time, in source order: an interrupted run keeps its finished chunks, and the re-run embeds
-the rest with the same chunk boundaries, so it ends in the state an uninterrupted run reaches.
-The FAISS file is written last, under a new name, and the manifest is switched to it atomically;
-until then searches use the previous one.
+A run streams its sources, so that its memory grows with the FAISS index, not with the text of
+the collection. A first pass reads and validates every source before anything is written,
+keeping only ids, and compares each chunk of questions with the store (the counts, and the total
+of the progress bar). A second pass reads the sources again and embeds only new or changed
+questions (by content hash), committing question rows and their vectors together
+``commit_every`` questions at a time, source by source, in source order: an interrupted run keeps
+its finished chunks, and the re-run finds them stored and embeds the rest with the same chunk
+boundaries, so it ends in the state an uninterrupted run reaches. The FAISS and BM25 files are
+written last (``indexer.sync``), under new names, and the manifest is switched to them
+atomically; until then searches use the previous ones.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-from indexer.choices import DATABASE_ENV_VAR, INDEX_TYPES, OnError
-from indexer.lexical import LexicalIndex
+from indexer.choices import DATABASE_ENV_VAR, OnError
 from indexer.manifest import (
     OWN_DATABASE,
     IndexDirectoryError,
-    Manifest,
     ensure_index_id,
-    faiss_file_name,
     index_id,
     index_lock,
-    lexical_file_name,
-    load_faiss,
-    load_lexical,
     read_manifest,
-    write_manifest,
 )
-from indexer.sources import SOURCE_CHARS, SourceQuestion, read_source
+from indexer.progress import index_progress
+from indexer.sources import SOURCE_CHARS, SourceFile, SourceQuestion, chunked
 from indexer.store import (
     SQLITE_FILE,
     EncoderIdentity,
@@ -44,23 +39,18 @@ from indexer.store import (
     default_database_url,
     masked_url,
 )
-from indexer.vector_index import (
-    IndexBuildError,
-    build_index,
-    choose_parameters,
-    configure_search,
-    index_ids,
-    write_index,
-)
+from indexer.sync import sync_vector_index
+from indexer.tuning import require_index_type, resolve_index_type
 from train.datasets import DataError
-from train.files import atomic_write, file_sha256
 from train.inference import Encoder, load_encoder
 from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, weights_fingerprint
+
+READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
 
 
 @dataclass
 class IndexOptions:
-    index_type: str | None = None  # None: the index's own type, flat for a new index
+    index_type: str | None = None  # None: the index's own type, auto for a new index
     on_error: OnError = OnError.stop
     prune: bool = False
     batch_size: int = 256
@@ -83,6 +73,7 @@ class IndexReport:
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
     total: int = 0
     index_type: str = ""
+    index_type_reason: str = ""  # why this type: given, the index's own, or auto by size
     parameters: dict[str, Any] = field(default_factory=dict)
     faiss_rebuilt: bool = False
     embed_seconds: float = 0.0
@@ -153,128 +144,91 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     return manifest.database
 
 
-def manifest_database(index_dir: Path, database: str) -> str:
-    """How the manifest names ``database``: OWN_DATABASE for the directory's own SQLite file,
-    else the URL with its password hidden."""
-    return OWN_DATABASE if database == default_database_url(index_dir) else masked_url(database)
+@dataclass
+class _Chunk:
+    """What one chunk of a source needs: questions to embed, metadata-only edits, and how many
+    are stored as they are."""
+
+    pending: list[_Pending]
+    field_edits: list[tuple[int, SourceQuestion]]
+    unchanged: int
 
 
-def _plan(store: Store, sources: list[tuple[str, list[SourceQuestion]]],
-          report: IndexReport) -> tuple[list[_Pending], list[tuple[int, SourceQuestion]]]:
-    pending: list[_Pending] = []
-    field_edits: list[tuple[int, SourceQuestion]] = []
-    for source, questions in sources:
-        stored = store.questions_of(source)
-        for question in questions:
+def _planned(store: Store | None, source: str, questions: Iterable[SourceQuestion]) -> Iterator[_Chunk]:
+    """``questions`` of ``source`` compared with the store (None: an index not created yet) a
+    chunk at a time."""
+    for questions_chunk in chunked(questions, READ_CHUNK):
+        stored = ({} if store is None else
+                  store.questions_with_ids(source, [q.external_id for q in questions_chunk]))
+        chunk = _Chunk([], [], 0)
+        for question in questions_chunk:
             existing = stored.get(question.external_id)
             if existing is None:
-                pending.append(_Pending(source, question, None))
+                chunk.pending.append(_Pending(source, question, None))
             elif existing.content_hash != question.content_hash:
-                pending.append(_Pending(source, question, existing.id))
+                chunk.pending.append(_Pending(source, question, existing.id))
             elif not existing.same_fields(question):
-                field_edits.append((existing.id, question))
+                chunk.field_edits.append((existing.id, question))
             else:
-                report.unchanged += 1
-    return pending, field_edits
+                chunk.unchanged += 1
+        yield chunk
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), disable=not enabled)
+def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: list[DataError],
+            report: IndexReport, show_progress: bool) -> None:
+    """The first pass: validate every source and count what a run would do into ``report``
+    (read, added, reembedded, metadata_updated, unchanged); nothing is written."""
+    with index_progress(show_progress) as progress:
+        task = progress.add_task("reading", total=None, unit="questions")
+        for name, source in files:
+            for chunk in _planned(store, name, source.check(problems)):
+                report.added += sum(p.row_id is None for p in chunk.pending)
+                report.reembedded += sum(p.row_id is not None for p in chunk.pending)
+                report.metadata_updated += len(chunk.field_edits)
+                report.unchanged += chunk.unchanged
+                progress.advance(task, len(chunk.pending) + len(chunk.field_edits) + chunk.unchanged)
+    report.read = sum(len(source.ids) for _, source in files)
 
 
-def _embed_and_store(store: Store, encoder: Encoder, pending: list[_Pending],
+def _embed_and_store(store: Store, encoder: Encoder, files: list[tuple[str, SourceFile]], total: int,
                      options: IndexOptions, report: IndexReport) -> None:
+    """The second pass: embed new and changed questions and store them, ``commit_every`` a
+    transaction; a chunk never spans two sources, so a re-run after an interruption embeds
+    the rest in the same chunks."""
     started = time.perf_counter()
-    with _progress(options.show_progress) as progress:
-        task = progress.add_task("embedding", total=len(pending), rate="")
-        for start in range(0, len(pending), options.commit_every):
-            chunk = pending[start : start + options.commit_every]
+    with index_progress(options.show_progress) as progress:
+        task = progress.add_task("embedding", total=total, unit="questions")
+
+        def store_chunk(chunk: list[_Pending]) -> None:
             vectors = encoder.encode([p.question.text for p in chunk], batch_size=options.batch_size)
-            # one transaction per source within the chunk (rows are keyed by source)
-            for source in dict.fromkeys(p.source for p in chunk):
-                part = [i for i, p in enumerate(chunk) if p.source == source]
-                store.write(source, [chunk[i].question for i in part], vectors[part],
-                            [chunk[i].row_id for i in part])
-            done = start + len(chunk)
-            rate = done / (time.perf_counter() - started)
-            progress.update(task, completed=done, rate=f"{rate:,.0f} questions/s")
+            store.write(chunk[0].source, [p.question for p in chunk], vectors, [p.row_id for p in chunk])
+            report.added += sum(p.row_id is None for p in chunk)
+            report.reembedded += sum(p.row_id is not None for p in chunk)
+            progress.advance(task, len(chunk))
+
+        for name, source in files:
+            waiting: list[_Pending] = []
+            for chunk in _planned(store, name, source.questions()):
+                report.metadata_updated += store.update_fields(chunk.field_edits)
+                report.unchanged += chunk.unchanged
+                waiting += chunk.pending
+                while len(waiting) >= options.commit_every:
+                    store_chunk(waiting[: options.commit_every])
+                    del waiting[: options.commit_every]
+            if waiting:
+                store_chunk(waiting)
     report.embed_seconds = time.perf_counter() - started
-    report.added = sum(p.row_id is None for p in pending)
-    report.reembedded = len(pending) - report.added
 
 
-def _stale_ids(store: Store, read: list[tuple[str, list[SourceQuestion]]]) -> list[int]:
-    """Stored questions that none of the sources read has (what --prune removes)."""
-    keep = {(source, q.external_id) for source, questions in read for q in questions}
+def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
+    """Stored questions that none of the sources has (what --prune removes)."""
+    kept = dict(files)
     return [row_id for row_id, source, external_id in store.question_keys()
-            if (source, external_id) not in keep]
+            if source not in kept or external_id not in kept[source].ids]
 
 
-def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
-                      database: str, only_added: bool = False,
-                      rebuild: bool = False) -> tuple[Manifest, bool]:
-    """Bring the FAISS file and the BM25 file up to the store's generation. When the manifest's
-    files were current before this run and the run only added questions, the new vectors and
-    texts are appended; otherwise (and always with ``rebuild``) both are rebuilt from the store.
-    Returns the manifest and whether the FAISS file was rebuilt."""
-    manifest = read_manifest(index_dir)
-    generation, count = store.generation(), store.count()
-    index = None
-    if not rebuild and manifest is not None and manifest.index_type == index_type:
-        try:  # the file is verified against its checksum before it is kept or extended
-            index = load_faiss(index_dir, manifest)
-        except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
-            index = None
-    if index is not None and manifest.generation == generation and manifest.lexical_file:
-        return manifest, False
-    if index is not None and not (only_added and count <= 2 * manifest.parameters.get("chosen_for", count)):
-        index = None  # changed or removed questions, or grown past what the parameters suit
-    if index is not None:
-        known = index_ids(index)
-        for ids, vectors in store.vectors(encoder.dim, after_id=int(known.max()) if len(known) else -1):
-            index.add_with_ids(vectors, ids)
-        parameters = manifest.parameters
-        if index.ntotal != count:  # the file did not hold what the manifest said: start over
-            index = None
-    rebuilt = index is None
-    if index is None:
-        parameters = {**choose_parameters(index_type, count, encoder.dim), "chosen_for": count}
-        parts = list(store.vectors(encoder.dim))
-        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        vectors = (np.concatenate([p[1] for p in parts]) if parts
-                   else np.zeros((0, encoder.dim), np.float32))
-        index = build_index(index_type, parameters, encoder.dim, ids, vectors)
-    configure_search(index, index_type, parameters)
-    name = faiss_file_name(generation)
-    digest = write_index(index, index_dir / name)
-    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None)
-    lexical_name = lexical_file_name(generation)
-    with atomic_write(index_dir / lexical_name) as temporary:
-        temporary.write_bytes(lexical.to_bytes())
-    manifest = Manifest(encoder=encoder, database=manifest_database(index_dir, database),
-                        index_type=index_type,
-                        parameters=parameters, count=int(index.ntotal), generation=generation,
-                        faiss_file=name, faiss_sha256=digest,
-                        faiss_bytes=(index_dir / name).stat().st_size,
-                        lexical_file=lexical_name, lexical_sha256=file_sha256(index_dir / lexical_name),
-                        lexical_bytes=(index_dir / lexical_name).stat().st_size)
-    write_manifest(index_dir, manifest)
-    return manifest, rebuilt
-
-
-def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) -> LexicalIndex:
-    """The BM25 index of the stored questions: ``previous``'s file extended with the questions
-    added since (only when that run added questions alone: ids then only grow), else built anew."""
-    if previous is not None and previous.lexical_file:
-        try:
-            lexical = load_lexical(index_dir, previous)
-        except IndexDirectoryError:  # missing or damaged: built anew below
-            pass
-        else:
-            known = int(lexical.doc_ids.max()) if len(lexical) else -1
-            return lexical.updated(store.texts(after_id=known), ())
-    return LexicalIndex.build(store.texts())
+def _source_files(sources: Sequence[Path], on_error: OnError) -> list[tuple[str, SourceFile]]:
+    return [(name, SourceFile(path, on_error)) for name, path in distinct_sources(sources)]
 
 
 def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None = None,
@@ -282,31 +236,30 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     """What ``index_sources`` would do (``--dry-run``): the sources are read and compared with
     the index, nothing is embedded or written, and nothing is created."""
     options = options or IndexOptions()
-    named = distinct_sources(sources)
+    require_index_type(options.index_type)
+    files = _source_files(sources, options.on_error)
     problems: list[DataError] = []
-    read = [(name, read_source(path, options.on_error, problems)) for name, path in named]
     manifest = read_manifest(index_dir) if index_dir.is_dir() else None
     url = database or default_database_url(index_dir)
     report = IndexReport(str(index_dir), masked_url(url), manifest.encoder.model if manifest else "",
-                         read=sum(len(q) for _, q in read), skipped=[str(p) for p in problems],
-                         index_type=options.index_type or (manifest.index_type if manifest else "flat"),
                          dry_run=True)
     if manifest is None:  # a new index: every question would be added
-        report.added = report.total = report.read
-        return report
-    url = resolve_database(index_dir, database)
-    report.database = masked_url(url)
-    with Store(url, read_only=True) as store:
-        store.require_owner(index_id(index_dir))
-        pending, field_edits = _plan(store, read, report)
-        report.added = sum(p.row_id is None for p in pending)
-        report.reembedded = len(pending) - report.added
-        report.metadata_updated = len(field_edits)
-        if options.prune:
-            stale = store.fetch(_stale_ids(store, read))
-            report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
-            report.removed = len(stale)
-        report.total = store.count() + report.added - report.removed
+        _survey(None, files, problems, report, options.show_progress)
+        report.total = report.added
+    else:
+        url = resolve_database(index_dir, database)
+        report.database = masked_url(url)
+        with Store(url, read_only=True) as store:
+            store.require_owner(index_id(index_dir))
+            _survey(store, files, problems, report, options.show_progress)
+            if options.prune:
+                stale = store.fetch(_stale_ids(store, files))
+                report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
+                report.removed = len(stale)
+            report.total = store.count() + report.added - report.removed
+    report.skipped = [str(p) for p in problems]
+    report.index_type, report.index_type_reason = resolve_index_type(
+        options.index_type, manifest.index_type if manifest else None, report.total)
     return report
 
 
@@ -345,35 +298,34 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                   database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
     """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
     options = options or IndexOptions()
-    if options.index_type is not None and options.index_type not in INDEX_TYPES:  # before any work
-        raise IndexBuildError(f"unknown index type {options.index_type!r} (known: {', '.join(INDEX_TYPES)})")
-    named = distinct_sources(sources)
+    require_index_type(options.index_type)  # before any work
+    files = _source_files(sources, options.on_error)
     with index_lock(index_dir):
         database = resolve_database(index_dir, database)
         manifest_before = read_manifest(index_dir)
-        index_type = options.index_type or (manifest_before.index_type if manifest_before else "flat")
         this_index = ensure_index_id(index_dir)
         with Store(database) as store:
             store.claim(this_index)
             recorded = store.encoder()
             spec = model or (recorded.model if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
-            read = [(name, read_source(path, options.on_error, problems)) for name, path in named]
+            survey = IndexReport(str(index_dir), masked_url(database), spec)
+            _survey(store, files, problems, survey, options.show_progress)
             encoder = load_encoder(spec, threads=options.threads)
             identity = model_identity(spec, encoder)
             store.bind_encoder(identity)
-            report = IndexReport(str(index_dir), masked_url(database), identity.model,
-                                 read=sum(len(q) for _, q in read),
-                                 skipped=[str(p) for p in problems], index_type=index_type)
+            report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
+                                 skipped=[str(p) for p in problems])
             generation_before = store.generation()
-            pending, field_edits = _plan(store, read, report)
-            report.metadata_updated = store.update_fields(field_edits)
-            _embed_and_store(store, encoder, pending, options, report)
+            _embed_and_store(store, encoder, files, survey.added + survey.reembedded, options, report)
             if options.prune:
-                report.removed = store.delete(_stale_ids(store, read))
+                report.removed = store.delete(_stale_ids(store, files))
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                           and manifest_before.generation == generation_before)
-            manifest, report.faiss_rebuilt = sync_vector_index(
-                index_dir, store, identity, index_type, database, only_added)
+            report.index_type, report.index_type_reason = resolve_index_type(
+                options.index_type, manifest_before.index_type if manifest_before else None, store.count())
+            with index_progress(options.show_progress) as progress:
+                manifest, report.faiss_rebuilt = sync_vector_index(
+                    index_dir, store, identity, report.index_type, database, only_added, progress=progress)
             report.total, report.parameters = manifest.count, manifest.parameters
             return report

@@ -9,6 +9,7 @@ from pathlib import Path
 DEFAULT_INDEX_DIR = Path("askalike-index")
 DATABASE_ENV_VAR = "ASKALIKE_DB"
 INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
+AUTO_INDEX_TYPE = "auto"  # pick flat, hnsw or ivfpq by the collection's size (indexer.tuning)
 
 
 class OnError(StrEnum):

@@ -9,7 +9,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexer.build import resolve_database, sync_vector_index
+from indexer.build import resolve_database
 from indexer.manifest import (
     MANIFEST_FILE,
     REPAIR_HINT,
@@ -22,6 +22,8 @@ from indexer.manifest import (
     read_manifest,
 )
 from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, masked_url
+from indexer.sync import sync_vector_index
+from indexer.tuning import resolve_index_type
 from indexer.vector_index import index_ids
 
 
@@ -178,6 +180,7 @@ def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
             if encoder is None:
                 raise IndexDirectoryError(f"{index_dir}: the database holds no vectors yet; run "
                                           "`askalike index` first")
-            index_type = manifest.index_type if manifest is not None else "flat"
+            index_type, _ = resolve_index_type(None, manifest.index_type if manifest else None,
+                                               store.count())
             rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, rebuild=True)
             return rebuilt

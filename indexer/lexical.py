@@ -8,7 +8,6 @@ the others: IDF and the average length are computed at query time from what is i
 
 from __future__ import annotations
 
-import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -60,31 +59,21 @@ class LexicalIndex:
 
     def updated(self, added: Iterable[tuple[int, str]], removed: Iterable[int]) -> LexicalIndex:
         """A new index without the ``removed`` ids and with the ``added`` (id, text) pairs (an id
-        both removed and added is replaced)."""
-        added = list(dict(added).items())  # one text per id: the last given
-        gone = np.asarray(sorted({*removed, *(doc for doc, _ in added)}), dtype=np.int64)
+        both removed and added is replaced). ``added`` is read once, each id at most once."""
+        terms, term_ids = list(self.terms), self.term_ids
+        new_terms, new_docs, new_counts, added_ids, added_lengths = _postings(added, terms, term_ids)
+        if len(np.unique(added_ids)) < len(added_ids):
+            raise ValueError("an id is added twice")
+        gone = np.union1d(np.fromiter(removed, dtype=np.int64), added_ids)
         keep_docs = ~np.isin(self.doc_ids, gone)
         keep_postings = ~np.isin(self.posting_docs, gone)
-        term_of_posting = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.offsets))
-        terms, term_ids = list(self.terms), self.term_ids
-        new_terms, new_docs, new_counts, new_lengths = [], [], [], []
-        for doc, text in added:
-            counts = Counter(lexical_tokens(text))
-            new_lengths.append(sum(counts.values()))
-            for term, count in counts.items():
-                if term not in term_ids:
-                    term_ids[term] = len(terms)
-                    terms.append(term)
-                new_terms.append(term_ids[term])
-                new_docs.append(doc)
-                new_counts.append(count)
-        posting_terms = np.concatenate([term_of_posting[keep_postings], np.asarray(new_terms, np.int64)])
-        posting_docs = np.concatenate([self.posting_docs[keep_postings], np.asarray(new_docs, np.int64)])
-        posting_counts = np.concatenate([self.posting_counts[keep_postings],
-                                         np.asarray(new_counts, np.int32)])
+        term_of_posting = np.repeat(np.arange(len(self.terms), dtype=np.int32), np.diff(self.offsets))
+        posting_terms = np.concatenate([term_of_posting[keep_postings], new_terms])
+        posting_docs = np.concatenate([self.posting_docs[keep_postings], new_docs])
+        posting_counts = np.concatenate([self.posting_counts[keep_postings], new_counts])
         order = np.lexsort((posting_docs, posting_terms))
-        doc_ids = np.concatenate([self.doc_ids[keep_docs], np.asarray([d for d, _ in added], np.int64)])
-        doc_lengths = np.concatenate([self.doc_lengths[keep_docs], np.asarray(new_lengths, np.int32)])
+        doc_ids = np.concatenate([self.doc_ids[keep_docs], added_ids])
+        doc_lengths = np.concatenate([self.doc_lengths[keep_docs], added_lengths])
         doc_order = np.argsort(doc_ids, kind="stable")
         offsets = np.zeros(len(terms) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum(np.bincount(posting_terms, minlength=len(terms)))
@@ -131,12 +120,11 @@ class LexicalIndex:
         best = hits[np.argsort(-scores[hits], kind="stable")[:k]]
         return [(int(self.doc_ids[i]), float(scores[i])) for i in best]
 
-    def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        np.savez(buffer, terms=np.frombuffer("\n".join(self.terms).encode("utf-8"), dtype=np.uint8),
-                 doc_ids=self.doc_ids, doc_lengths=self.doc_lengths, offsets=self.offsets,
-                 posting_docs=self.posting_docs, posting_counts=self.posting_counts)
-        return buffer.getvalue()
+    def write(self, path: Path) -> None:
+        with open(path, "wb") as handle:  # a handle: np.savez would add ".npz" to a file name
+            np.savez(handle, terms=np.frombuffer("\n".join(self.terms).encode("utf-8"), dtype=np.uint8),
+                     doc_ids=self.doc_ids, doc_lengths=self.doc_lengths, offsets=self.offsets,
+                     posting_docs=self.posting_docs, posting_counts=self.posting_counts)
 
     @classmethod
     def read(cls, path: Path) -> LexicalIndex:
@@ -148,6 +136,41 @@ class LexicalIndex:
         if len(index.offsets) != len(index.terms) + 1 or index.offsets[-1] != len(index.posting_docs):
             raise ValueError("inconsistent postings")
         return index
+
+
+_POSTINGS_PER_PART = 1 << 20
+
+
+def _postings(documents: Iterable[tuple[int, str]], terms: list[str],
+              term_ids: dict[str, int]) -> tuple[np.ndarray, ...]:
+    """(term, question id, count) of each posting of ``documents``, and their ids and lengths,
+    as arrays; new terms are appended to ``terms`` and ``term_ids``. Python lists are turned into
+    arrays every million postings, so that a large collection is never held as Python objects."""
+    parts: list[tuple[np.ndarray, ...]] = []
+    columns: tuple[list[int], ...] = ([], [], [], [], [])
+    dtypes = (np.int32, np.int64, np.int32, np.int64, np.int32)
+
+    def to_arrays() -> None:
+        parts.append(tuple(np.asarray(c, dtype=t) for c, t in zip(columns, dtypes, strict=True)))
+        for column in columns:
+            column.clear()
+
+    posting_terms, posting_docs, posting_counts, doc_ids, doc_lengths = columns
+    for doc, text in documents:
+        counts = Counter(lexical_tokens(text))
+        doc_ids.append(doc)
+        doc_lengths.append(sum(counts.values()))
+        for term, count in counts.items():
+            if term not in term_ids:
+                term_ids[term] = len(terms)
+                terms.append(term)
+            posting_terms.append(term_ids[term])
+            posting_docs.append(doc)
+            posting_counts.append(count)
+        if len(posting_terms) >= _POSTINGS_PER_PART:
+            to_arrays()
+    to_arrays()
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 def rank_candidates(queries: Sequence[str],

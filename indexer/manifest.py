@@ -131,7 +131,7 @@ def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
     path = _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
     try:
         index = read_index(path)
-        configure_search(index, manifest.index_type, manifest.parameters)
+        configure_search(index, manifest.parameters)
     except (RuntimeError, KeyError, TypeError) as err:
         raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
                                   f"with `{REPAIR_HINT.format(dir=index_dir)}`") from None

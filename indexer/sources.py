@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from indexer.choices import OnError
 from train.cqa_questions import OriginalQuestion, join_subject_body, read_cqa_collection
@@ -53,6 +54,7 @@ class SourceQuestion:
 
 
 Row = SourceQuestion | DataError
+T = TypeVar("T")
 
 
 def clean_text(value: Any) -> str:
@@ -195,24 +197,69 @@ def source_format(path: Path) -> str:
     return suffix.lower()
 
 
-def read_source(path: Path, on_error: OnError, problems: list[DataError]) -> list[SourceQuestion]:
-    """All good questions of one source, validated before anything is stored. A bad row (or a
-    duplicate id) raises with ``on_error=stop``; with ``skip`` it is appended to ``problems``."""
-    reader = READERS[source_format(path)]
-    if not path.is_file():
-        raise DataError(path, "file not found")
-    questions: list[SourceQuestion] = []
-    first_seen: dict[str, int | None] = {}
-    for row in reader(path):
-        if isinstance(row, SourceQuestion) and row.external_id in first_seen:
-            where = first_seen[row.external_id]
-            row = DataError(path, f"duplicate id {row.external_id!r}"
-                                  + (f" (first at line {where})" if where else ""), row.line)
-        if isinstance(row, DataError):
-            if on_error is OnError.stop:
-                raise row
-            problems.append(row)
-            continue
-        first_seen[row.external_id] = row.line
-        questions.append(row)
-    return questions
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last may be shorter), read lazily."""
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+def _file_state(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
+
+
+@dataclass
+class SourceFile:
+    """A question file read in two passes, so that a large one is never held in memory.
+
+    ``check`` validates every row before anything is stored: a bad row (or a repeated id) raises
+    with ``OnError.stop``; with ``skip`` it goes to ``problems``. It keeps only the good
+    questions' ids (and where each starts). ``questions`` then reads the good questions again,
+    in the same order; a file changed in between is refused."""
+
+    path: Path
+    on_error: OnError
+    ids: dict[str, int | None] = field(default_factory=dict)  # good question id -> its line
+    _left_out: set[int] = field(default_factory=set)  # reader positions of bad or repeated rows
+    _state: tuple[int, int] | None = None  # size and modification time when checked
+
+    def check(self, problems: list[DataError]) -> Iterator[SourceQuestion]:
+        """The first pass: each good question, as it is validated."""
+        reader = READERS[source_format(self.path)]
+        if not self.path.is_file():
+            raise DataError(self.path, "file not found")
+        self._state = _file_state(self.path)
+        self.ids.clear()
+        self._left_out.clear()
+        for position, row in enumerate(reader(self.path)):
+            if isinstance(row, SourceQuestion) and row.external_id in self.ids:
+                where = self.ids[row.external_id]
+                row = DataError(self.path, f"duplicate id {row.external_id!r}"
+                                           + (f" (first at line {where})" if where else ""), row.line)
+            if isinstance(row, DataError):
+                if self.on_error is OnError.stop:
+                    raise row
+                problems.append(row)
+                self._left_out.add(position)
+                continue
+            self.ids[row.external_id] = row.line
+            yield row
+
+    def questions(self) -> Iterator[SourceQuestion]:
+        """The second pass: the good questions that ``check`` passed, in file order."""
+        self._require_unchanged()
+        for position, row in enumerate(READERS[source_format(self.path)](self.path)):
+            if position in self._left_out:
+                continue
+            if isinstance(row, DataError) or self.ids.get(row.external_id, -1) != row.line:
+                raise self._changed()
+            yield row
+        self._require_unchanged()
+
+    def _require_unchanged(self) -> None:
+        if self._state is None or _file_state(self.path) != self._state:
+            raise self._changed()
+
+    def _changed(self) -> DataError:
+        return DataError(self.path, "changed while it was being indexed: run the command again")

@@ -521,3 +521,15 @@ class Store:
                     QuestionRow.id.in_(list(ids[start : start + 10_000]))))
             self._bump_generation(session)
         return len(ids)
+
+    def questions_with_ids(self, source: str, external_ids: Sequence[str]) -> dict[str, StoredQuestion]:
+        """The stored questions of one source among ``external_ids``, by external id (what an
+        index run compares each chunk of a source with, instead of loading the whole source)."""
+        found: dict[str, StoredQuestion] = {}
+        with self._reading() as session:
+            for start in range(0, len(external_ids), _PARAMETERS_PER_QUERY):
+                part = list(external_ids[start : start + _PARAMETERS_PER_QUERY])
+                rows = session.execute(select(*_QUESTION_COLUMNS).where(
+                    QuestionRow.source == source, QuestionRow.external_id.in_(part)))
+                found.update((row.external_id, StoredQuestion(*row)) for row in rows)
+        return found

@@ -1,50 +1,30 @@
 """FAISS indexes over L2-normalised vectors (inner product = cosine), keyed by question row id.
 
-Parameters are chosen from the collection size and recorded in the manifest, so that a search
-uses what the build chose. Files are written under a temporary name, synced and renamed.
+An index is built from a stream of (ids, vectors) chunks, so that building never needs every
+vector twice in memory; IVF indexes train first on a reproducible sample. Parameters come from
+``indexer.tuning`` and are recorded in the manifest, so that a search uses what the build chose.
+Files are written under a temporary name, synced and renamed.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
 
-from indexer.choices import INDEX_TYPES
-from train.errors import UserError
+from indexer.tuning import IndexBuildError
 from train.files import OutputError, atomic_write, file_sha256
 
-HNSW_LINKS = 32
-PQ_MIN_TRAINING = 39 * 16  # FAISS wants >= 39 training points per centroid, 2^4 centroids at least
-
-
-class IndexBuildError(UserError, ValueError):
-    """An index type that cannot be built for this collection."""
-
-
-def choose_parameters(index_type: str, count: int, dim: int) -> dict[str, Any]:
-    """Build and search parameters for ``count`` vectors of ``dim`` dimensions."""
-    if index_type == "flat":
-        return {}
-    if index_type == "hnsw":
-        return {"links": HNSW_LINKS, "ef_construction": 80, "ef_search": 128}
-    # IVF: about 4 sqrt(n) lists, each with enough points to train its centroid
-    lists = max(1, min(int(4 * math.sqrt(count)), count // 39))
-    probes = min(lists, max(8, math.ceil(lists / 32)))
-    if index_type == "ivf":
-        return {"lists": lists, "probes": probes}
-    if index_type == "ivfpq":
-        if count < PQ_MIN_TRAINING:
-            raise IndexBuildError(f"ivfpq needs at least {PQ_MIN_TRAINING} questions to train its "
-                                  f"codebooks ({count} here): use flat or hnsw")
-        subquantizers = max(m for m in range(1, min(dim // 4, 64) + 1) if dim % m == 0)
-        bits = min(8, int(math.log2(count // 39)))
-        return {"lists": lists, "probes": probes, "subquantizers": subquantizers, "bits": bits}
-    raise IndexBuildError(f"unknown index type {index_type!r} (known: {', '.join(INDEX_TYPES)})")
+TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
+# product-quantiser codebooks train on at most 64 points a centroid (16,384 for 8 bits; FAISS
+# would take 65,536): their k-means runs in the sub-vectors' few dimensions, where FAISS has no
+# fast kernel, and the refinement re-scores candidates on the vectors anyway
+PQ_TRAINING_PER_CENTROID = 64
+Chunks = Iterable[tuple[np.ndarray, np.ndarray]]  # (int64 ids, float32 vectors) a chunk at a time
 
 
 def _factory_key(index_type: str, parameters: dict[str, Any]) -> str:
@@ -54,45 +34,87 @@ def _factory_key(index_type: str, parameters: dict[str, Any]) -> str:
         return f"IDMap2,HNSW{parameters['links']}"
     if index_type == "ivf":
         return f"IDMap2,IVF{parameters['lists']},Flat"
-    return f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']}"
+    # np: no polysemous training (a slow reordering of the codes for Hamming filtering, unused)
+    return (f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']}np,"
+            f"Refine({parameters['refine']})")
 
 
-def build_index(index_type: str, parameters: dict[str, Any], dim: int, ids: np.ndarray,
-                vectors: np.ndarray) -> faiss.Index:
-    """A new CPU index holding ``vectors`` under ``ids``. IVF clustering runs on the GPU when
-    FAISS sees one; the index that comes back always lives on the CPU, ready to write."""
+def training_size(parameters: dict[str, Any]) -> int:
+    """How many vectors an index with these parameters trains on (0: it needs no training).
+    At most 64 a list: k-means time grows linearly with the sample, and at 1M vectors and
+    ~4,000 lists 256 a list would be all of them."""
+    return parameters.get("lists", 0) * TRAINING_PER_LIST
+
+
+def training_sample(chunks: Chunks, count: int, size: int) -> np.ndarray:
+    """``size`` of the ``count`` vectors that ``chunks`` yields, drawn reproducibly (all of them
+    when there are no more), read one chunk at a time."""
+    if count <= size:
+        return np.concatenate([vectors for _, vectors in chunks])
+    chosen = np.sort(np.random.default_rng(0).choice(count, size=size, replace=False))
+    picked, start = [], 0
+    for _, vectors in chunks:
+        inside = chosen[(chosen >= start) & (chosen < start + len(vectors))]
+        picked.append(vectors[inside - start])
+        start += len(vectors)
+    return np.concatenate(picked)
+
+
+def build_index(index_type: str, parameters: dict[str, Any], dim: int, chunks: Chunks,
+                training: np.ndarray | None = None) -> faiss.Index:
+    """A new CPU index of the vectors ``chunks`` yields, trained first on ``training`` when its
+    type needs it. IVF clustering runs on the GPU when FAISS sees one; the index that comes back
+    always lives on the CPU, ready to write."""
     index = faiss.index_factory(dim, _factory_key(index_type, parameters), faiss.METRIC_INNER_PRODUCT)
-    inner = faiss.downcast_index(index.index)
     if index_type == "hnsw":
-        inner.hnsw.efConstruction = parameters["ef_construction"]
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None and len(vectors):
+        faiss.downcast_index(index.index).hnsw.efConstruction = parameters["ef_construction"]
+    if index_type == "ivfpq":
+        faiss.downcast_index(faiss.extract_index_ivf(index)).pq.cp.max_points_per_centroid = (
+            PQ_TRAINING_PER_CENTROID)
+    if not index.is_trained and training is not None and len(training):
         if faiss.get_num_gpus():
-            ivf.clustering_index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(dim))
-        index.train(_training_sample(vectors, parameters["lists"]))
-    if len(vectors):
-        index.add_with_ids(vectors, ids)
-    configure_search(index, index_type, parameters)
+            faiss.extract_index_ivf(index).clustering_index = faiss.index_cpu_to_all_gpus(
+                faiss.IndexFlatIP(dim))
+        index.train(training)
+    for ids, vectors in chunks:
+        if len(ids):
+            index.add_with_ids(vectors, ids)
+    configure_search(index, parameters)
     return index
 
 
-def _training_sample(vectors: np.ndarray, lists: int, per_list: int = 64) -> np.ndarray:
-    """At most 64 points per list, drawn reproducibly: FAISS asks for 39 to 256, and k-means time
-    grows linearly with the sample (at 1M vectors and ~4,000 lists, 256 per list is all of them)."""
-    limit = lists * per_list
-    if len(vectors) <= limit:
-        return vectors
-    chosen = np.sort(np.random.default_rng(0).choice(len(vectors), size=limit, replace=False))
-    return vectors[chosen]
+def _inner(index: faiss.Index) -> faiss.Index:
+    """The index an IDMap2 wraps (the index itself when it wraps none)."""
+    return faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap2) else index
 
 
-def configure_search(index: faiss.Index, index_type: str, parameters: dict[str, Any]) -> None:
-    """Apply the recorded search-time parameters (probes, ef_search) to a loaded index."""
+def configure_search(index: faiss.Index, parameters: dict[str, Any]) -> None:
+    """Apply search-time parameters (probes, ef_search, k_factor) to a loaded index; those the
+    index has no use for, or that an older manifest lacks, are left as they are."""
     ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
+    if ivf is not None and "probes" in parameters:
         ivf.nprobe = parameters["probes"]
-    if index_type == "hnsw":
-        faiss.downcast_index(index.index).hnsw.efSearch = parameters["ef_search"]
+    inner = _inner(index)
+    if isinstance(inner, faiss.IndexHNSW) and "ef_search" in parameters:
+        inner.hnsw.efSearch = parameters["ef_search"]
+    if isinstance(inner, faiss.IndexRefine) and "k_factor" in parameters:
+        inner.k_factor = parameters["k_factor"]
+
+
+def selector_parameters(index: faiss.Index, allowed: np.ndarray) -> faiss.SearchParameters:
+    """Search parameters that restrict a search of ``index`` to the ids in ``allowed``, keeping
+    the index's own search settings. IVF wants its own parameter type, and a refined index
+    passes the selector to its first stage, in that stage's positions (the IDMap2 above it
+    translates only the outer selector)."""
+    selector = faiss.IDSelectorBatch(allowed)
+    ivf, inner = faiss.try_extract_index_ivf(index), _inner(index)
+    if isinstance(inner, faiss.IndexRefine):
+        base = faiss.SearchParametersIVF(sel=faiss.IDSelectorTranslated(index.id_map, selector),
+                                         nprobe=ivf.nprobe)
+        return faiss.IndexRefineSearchParameters(k_factor=inner.k_factor, base_index_params=base)
+    if ivf is not None:
+        return faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe)
+    return faiss.SearchParameters(sel=selector)
 
 
 def write_index(index: faiss.Index, path: Path) -> str:

@@ -14,13 +14,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from indexer.directory import OpenIndex, open_index
 from indexer.lexical import LexicalIndex
 from indexer.manifest import load_lexical
 from indexer.store import EncoderIdentity, StoredQuestion, require_same_encoder
+from indexer.tuning import SEARCH_PARAMETERS
+from indexer.vector_index import configure_search, selector_parameters
 from retrieval.fusion import SearchMode, default_mode, fuse
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
@@ -64,6 +65,44 @@ class SearchFilters:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
 
 
+# each search setting: its option, and the manifest parameter it overrides
+_SETTINGS = {"ef_search": ("--ef-search", "ef_search"), "nprobe": ("--nprobe", "probes"),
+             "k_factor": ("--k-factor", "k_factor")}
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """Search-time settings of an approximate index; None keeps the one the build chose for the
+    collection's size (recorded in the manifest, shown by ``index-info``). ``ef_search``: the
+    candidates an HNSW search keeps; ``nprobe``: the IVF lists a search reads; ``k_factor``: the
+    candidates per result that an ivfpq index re-scores on its fp16 vectors. Higher is more
+    exact and slower."""
+
+    ef_search: int | None = None
+    nprobe: int | None = None
+    k_factor: int | None = None
+
+    def applied(self, index_type: str, recorded: dict[str, Any]) -> dict[str, Any]:
+        """``recorded`` with these settings in place; a SearchError for a setting this index has
+        no use for, or one out of range."""
+        parameters = dict(recorded)
+        usable = [key for key in SEARCH_PARAMETERS[index_type] if key in recorded]
+        for name, (option, key) in _SETTINGS.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if key not in usable:
+                has = ", ".join(other for other, other_key in _SETTINGS.values() if other_key in usable)
+                raise SearchError(f"{option} does not apply to this {index_type} index "
+                                  + (f"(its settings: {has})" if has else "(it has no search settings)"))
+            if value < 1:
+                raise SearchError(f"{option} {value}: must be at least 1")
+            if key == "probes" and value > recorded["lists"]:
+                raise SearchError(f"{option} {value}: the index has {recorded['lists']} lists")
+            parameters[key] = value
+        return parameters
+
+
 @dataclass(frozen=True)
 class SearchResult:
     rank: int
@@ -102,12 +141,15 @@ class Searcher:
     (``askalike eval card --write``; see ``fusion.default_mode``) when the index has a BM25 file."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
-                 encoder: Encoder | None = None) -> None:
+                 encoder: Encoder | None = None, tuning: SearchTuning | None = None) -> None:
         self.index: OpenIndex = open_index(index_dir, database)
-        identity = self.index.manifest.encoder
+        manifest = self.index.manifest
+        identity = manifest.encoder
         spec = model or identity.model
 
         try:
+            if tuning is not None:
+                configure_search(self.index.faiss, tuning.applied(manifest.index_type, manifest.parameters))
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
                                  f"search with --model {identity.model} or rebuild the index "
@@ -159,12 +201,13 @@ class Searcher:
 
     def more_like(self, question_id: int, k: int = 10,
                   filters: SearchFilters | None = None) -> list[SearchResult]:
-        """Questions most like a stored one (itself left out), by cosine."""
+        """Questions most like a stored one (itself left out), by cosine to its stored vector
+        (exact whatever the index type)."""
         self._require_questions()
-        try:
-            vector = self.index.faiss.reconstruct(int(question_id))
-        except RuntimeError:
-            raise SearchError(f"question {question_id} is not in the index") from None
+        stored = self.index.store.vectors_of([int(question_id)], self.index.manifest.encoder.dim)
+        if int(question_id) not in stored:
+            raise SearchError(f"question {question_id} is not in the index")
+        vector = stored[int(question_id)]
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
 
     def _require_questions(self) -> None:
@@ -185,7 +228,7 @@ class Searcher:
         """Per query, up to k live (id, cosine) pairs, best first, and the stored rows they name."""
         if allowed is not None and not len(allowed):
             return [[] for _ in vectors], {}
-        params = None if allowed is None else faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
+        params = None if allowed is None else selector_parameters(self.index.faiss, allowed)
         # ids deleted but still indexed (a run was interrupted after its commit) are skipped:
         # ask FAISS for more until each query has k live hits or the index is exhausted
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexer.manifest import MANIFEST_FILE, load_faiss, read_manifest
-from indexer.sources import OnError, read_source
+from indexer.sources import OnError, SourceFile
 from retrieval.cqa_runs import read_cqa_run
 from train.cqa_questions import read_cqa_collection, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
 from train.errors import UserError
@@ -108,7 +108,7 @@ def test_source_readers_survive_mutation(tmp_path, name):
     @given(data=mutated(seed), skip=st.booleans())
     def read(data: bytes, skip: bool) -> None:
         path = _write(tmp_path, name, data)
-        _outcome(lambda: read_source(path, OnError.skip if skip else OnError.stop, []))
+        _outcome(lambda: list(SourceFile(path, OnError.skip if skip else OnError.stop).check([])))
 
     read()
 
@@ -120,7 +120,7 @@ def test_gzipped_sources_survive_mutated_content(tmp_path):
     @given(data=mutated(JSONL))
     def read(data: bytes) -> None:
         path = _write(tmp_path, "q.jsonl.gz", gzip.compress(data, mtime=0))
-        _outcome(lambda: read_source(path, OnError.skip, []))
+        _outcome(lambda: list(SourceFile(path, OnError.skip).check([])))
 
     read()
 

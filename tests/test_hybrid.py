@@ -52,7 +52,7 @@ def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):
         np.testing.assert_allclose(updated.scores(query), fresh.scores(query))
     assert updated.doc_ids.tolist() == sorted(changed)
     path = tmp_path / "lexical.npz"
-    path.write_bytes(updated.to_bytes())
+    updated.write(path)
     np.testing.assert_allclose(LexicalIndex.read(path).scores("visa cheap"), updated.scores("visa cheap"))
 
 

@@ -16,7 +16,8 @@ from indexer.choices import OnError
 from indexer.directory import check_index, index_info, open_index, repair_index
 from indexer.manifest import IndexDirectoryError, index_lock, read_manifest
 from indexer.store import Store, StoreError
-from indexer.vector_index import IndexBuildError, index_ids
+from indexer.tuning import IndexBuildError
+from indexer.vector_index import index_ids
 from train.datasets import DataError
 from train.inference import load_encoder
 

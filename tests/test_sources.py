@@ -12,13 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexer.choices import OnError
-from indexer.sources import clean_text, read_source
+from indexer.sources import SourceFile, clean_text
 from train.datasets import DataError
 
 
 def read(path: Path, on_error: OnError = OnError.stop) -> tuple[list, list[str]]:
+    """Both passes of an index run: the questions checked, and the same read again."""
     problems: list[DataError] = []
-    questions = read_source(path, on_error, problems)
+    source = SourceFile(path, on_error)
+    questions = list(source.check(problems))
+    assert list(source.questions()) == questions
     return questions, [str(p) for p in problems]
 
 

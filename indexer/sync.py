@@ -1,0 +1,143 @@
+"""Bringing an index directory's FAISS and BM25 files up to its store's generation.
+
+Both files are caches of the store: they are extended with the questions added since they were
+written when that is safe, else rebuilt from the stored vectors and texts, read a chunk at a
+time, so that a rebuild holds the FAISS index and one chunk, never every vector twice. Each file
+is written under a new name and the manifest is switched to them atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+from rich.progress import Progress, TaskID
+
+from indexer.lexical import LexicalIndex
+from indexer.manifest import (
+    OWN_DATABASE,
+    IndexDirectoryError,
+    Manifest,
+    faiss_file_name,
+    lexical_file_name,
+    load_faiss,
+    load_lexical,
+    read_manifest,
+    write_manifest,
+)
+from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
+from indexer.tuning import choose_parameters
+from indexer.vector_index import (
+    Chunks,
+    build_index,
+    index_ids,
+    training_sample,
+    training_size,
+    write_index,
+)
+from train.files import atomic_write, file_sha256
+
+
+def _manifest_database(index_dir: Path, database: str) -> str:
+    """How the manifest names ``database``: OWN_DATABASE for the directory's own SQLite file,
+    else the URL with its password hidden."""
+    return OWN_DATABASE if database == default_database_url(index_dir) else masked_url(database)
+
+
+def _advancing(chunks: Chunks, progress: Progress | None, task: TaskID | None) -> Chunks:
+    for ids, vectors in chunks:
+        yield ids, vectors
+        if progress is not None and task is not None:
+            progress.advance(task, len(ids))
+
+
+def _task(progress: Progress | None, description: str, total: int) -> TaskID | None:
+    return None if progress is None else progress.add_task(description, total=total, unit="vectors")
+
+
+def _parameters_current(manifest: Manifest, dim: int) -> bool:
+    """Does the manifest hold every parameter this askalike chooses for its index type? (One
+    written by an older askalike may not: an ivfpq index without its refinement step.)"""
+    chosen_for = manifest.parameters.get("chosen_for", manifest.count)
+    return set(choose_parameters(manifest.index_type, chosen_for, dim)) <= set(manifest.parameters)
+
+
+def _built_from_store(store: Store, index_type: str, dim: int, count: int,
+                      progress: Progress | None) -> tuple[faiss.Index, dict]:
+    """A new index of every stored vector, with parameters chosen for ``count``."""
+    parameters = {**choose_parameters(index_type, count, dim), "chosen_for": count}
+    size = training_size(parameters)
+    training = training_sample(store.vectors(dim), count, size) if size and count else None
+    task = _task(progress, f"building the {index_type} index", count)
+    index = build_index(index_type, parameters, dim, _advancing(store.vectors(dim), progress, task),
+                        training)
+    return index, parameters
+
+
+def _extended(index: faiss.Index, store: Store, dim: int, count: int,
+              progress: Progress | None) -> faiss.Index:
+    """``index`` with the stored vectors whose ids are above those it holds."""
+    known = index_ids(index)
+    task = _task(progress, "extending the index", count - int(index.ntotal))
+    for ids, vectors in _advancing(store.vectors(dim, after_id=int(known.max()) if len(known) else -1),
+                                   progress, task):
+        index.add_with_ids(vectors, ids)
+    return index
+
+
+def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
+                      database: str, only_added: bool = False, rebuild: bool = False,
+                      progress: Progress | None = None) -> tuple[Manifest, bool]:
+    """Bring the FAISS file and the BM25 file up to the store's generation. When the manifest's
+    files were current before this run and the run only added questions, the new vectors and
+    texts are appended; otherwise (and always with ``rebuild``) both are rebuilt from the store.
+    Returns the manifest and whether the FAISS file was rebuilt."""
+    manifest = read_manifest(index_dir)
+    generation, count = store.generation(), store.count()
+    index = None
+    if (not rebuild and manifest is not None and manifest.index_type == index_type
+            and _parameters_current(manifest, encoder.dim)):
+        try:  # the file is verified against its checksum before it is kept or extended
+            index = load_faiss(index_dir, manifest)
+        except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
+            index = None
+    if index is not None and manifest.generation == generation and manifest.lexical_file:
+        return manifest, False
+    if index is not None and not (only_added and count <= 2 * manifest.parameters.get("chosen_for", count)):
+        index = None  # changed or removed questions, or grown past what the parameters suit
+    if index is not None:
+        index, parameters = _extended(index, store, encoder.dim, count, progress), manifest.parameters
+        if index.ntotal != count:  # the file did not hold what the manifest said: start over
+            index = None
+    rebuilt = index is None
+    if index is None:
+        index, parameters = _built_from_store(store, index_type, encoder.dim, count, progress)
+    name = faiss_file_name(generation)
+    digest = write_index(index, index_dir / name)
+    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None)
+    lexical_name = lexical_file_name(generation)
+    with atomic_write(index_dir / lexical_name) as temporary:
+        lexical.write(temporary)
+    manifest = Manifest(encoder=encoder, database=_manifest_database(index_dir, database),
+                        index_type=index_type,
+                        parameters=parameters, count=int(index.ntotal), generation=generation,
+                        faiss_file=name, faiss_sha256=digest,
+                        faiss_bytes=(index_dir / name).stat().st_size,
+                        lexical_file=lexical_name, lexical_sha256=file_sha256(index_dir / lexical_name),
+                        lexical_bytes=(index_dir / lexical_name).stat().st_size)
+    write_manifest(index_dir, manifest)
+    return manifest, rebuilt
+
+
+def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) -> LexicalIndex:
+    """The BM25 index of the stored questions: ``previous``'s file extended with the questions
+    added since (only when that run added questions alone: ids then only grow), else built anew."""
+    if previous is not None and previous.lexical_file:
+        try:
+            lexical = load_lexical(index_dir, previous)
+        except IndexDirectoryError:  # missing or damaged: built anew below
+            pass
+        else:
+            known = int(lexical.doc_ids.max()) if len(lexical) else -1
+            return lexical.updated(store.texts(after_id=known), ())
+    return LexicalIndex.build(store.texts())

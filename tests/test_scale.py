@@ -1,0 +1,291 @@
+"""Indexing at scale: a run streamed in chunks that resumes where an interruption left it, the
+index type chosen by size, refined approximate indexes that answer like exact search, and the
+search settings of approximate indexes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+from helpers import QUIET, collection, stored_state, write_jsonl
+from typer.testing import CliRunner
+
+import indexer.build
+from app.cli import app
+from indexer import lexical, tuning
+from indexer.build import IndexOptions, index_sources, plan_sources
+from indexer.choices import OnError
+from indexer.directory import check_index
+from indexer.lexical import LexicalIndex
+from indexer.manifest import MANIFEST_FILE, read_manifest
+from indexer.sources import SourceFile
+from indexer.tuning import IndexBuildError, auto_index_type, choose_parameters, resolve_index_type
+from indexer.vector_index import build_index, selector_parameters, training_sample, training_size
+from retrieval.fusion import SearchMode
+from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
+from train.datasets import DataError
+from train.inference import load_encoder
+
+runner = CliRunner()
+
+
+class Interrupted(Exception):
+    pass
+
+
+class RecordingEncoder:
+    """An encoder that records the size of each chunk it embeds, and fails on call ``fail_at``."""
+
+    def __init__(self, encoder, fail_at: int | None = None) -> None:
+        self.encoder, self.fail_at, self.chunks = encoder, fail_at, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.encoder, name)
+
+    def encode(self, texts, batch_size: int = 256):
+        if len(self.chunks) + 1 == self.fail_at:
+            raise Interrupted
+        self.chunks.append(len(texts))
+        return self.encoder.encode(texts, batch_size=batch_size)
+
+
+def recording(monkeypatch, fail_at: int | None = None) -> list[RecordingEncoder]:
+    """Make index runs embed through RecordingEncoders; the list gets each run's."""
+    made: list[RecordingEncoder] = []
+
+    def load(spec, threads=None):
+        made.append(RecordingEncoder(load_encoder(spec, threads=threads), fail_at))
+        return made[-1]
+
+    monkeypatch.setattr(indexer.build, "load_encoder", load)
+    return made
+
+
+CHUNKS = [40, 40, 40, 10, 40, 40, 40]  # 130 questions of a.jsonl, then 120 of b.jsonl, 40 a chunk
+
+
+@pytest.mark.parametrize("fail_at", [2, 6])  # in the first source, in the second
+def test_an_interrupted_run_resumes_from_its_last_chunk(tmp_path, tiny_model, monkeypatch, fail_at):
+    records = collection(250)
+    sources = [write_jsonl(tmp_path / "a.jsonl", records[:130]),
+               write_jsonl(tmp_path / "b.jsonl", records[130:])]
+    options = IndexOptions(commit_every=40, show_progress=False)
+    clean = recording(monkeypatch)
+    index_sources(tmp_path / "clean", sources, str(tiny_model), options=options)
+    assert clean[0].chunks == CHUNKS
+
+    interrupted = recording(monkeypatch, fail_at)
+    with pytest.raises(Interrupted):
+        index_sources(tmp_path / "index", sources, str(tiny_model), options=options)
+    committed = sum(CHUNKS[: fail_at - 1])
+    assert len(stored_state(tmp_path / "index", _own(tmp_path / "index"))) == committed
+    assert interrupted[0].chunks == CHUNKS[: fail_at - 1]
+
+    resumed = recording(monkeypatch)
+    report = index_sources(tmp_path / "index", sources, None, options=options)
+    assert resumed[0].chunks == CHUNKS[fail_at - 1 :]  # the same chunks as the clean run's rest
+    assert (report.added, report.unchanged, report.total) == (250 - committed, committed, 250)
+    assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(
+        tmp_path / "clean", _own(tmp_path / "clean"))
+    assert check_index(tmp_path / "index").ok
+
+
+def _own(index_dir: Path) -> str:
+    return f"sqlite:///{index_dir / 'askalike.sqlite3'}"
+
+
+def test_a_source_changed_between_the_two_passes_is_refused(tmp_path):
+    path = write_jsonl(tmp_path / "q.jsonl", collection(5))
+    source = SourceFile(path, OnError.stop)
+    assert len(list(source.check([]))) == 5
+    write_jsonl(path, collection(6))
+    with pytest.raises(DataError, match=r"q\.jsonl: changed while it was being indexed"):
+        list(source.questions())
+
+
+def test_auto_type_thresholds():
+    assert auto_index_type(tuning.AUTO_FLAT_MAX)[0] == "flat"
+    assert auto_index_type(tuning.AUTO_FLAT_MAX + 1)[0] == "hnsw"
+    assert auto_index_type(tuning.AUTO_HNSW_MAX)[0] == "hnsw"
+    assert auto_index_type(tuning.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
+    assert resolve_index_type(None, "ivf", 10**7) == ("ivf", "the index's own type")
+    assert resolve_index_type("hnsw", "flat", 10) == ("hnsw", "given by --index-type")
+    assert resolve_index_type("auto", "flat", tuning.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
+    with pytest.raises(IndexBuildError, match=r"unknown index type 'annoy' \(known: auto, flat"):
+        resolve_index_type("annoy", None, 10)
+
+
+@pytest.fixture
+def small_thresholds(monkeypatch):
+    monkeypatch.setattr(tuning, "AUTO_FLAT_MAX", 30)
+    monkeypatch.setattr(tuning, "AUTO_HNSW_MAX", 60)
+
+
+def test_auto_picks_by_size_and_an_index_keeps_its_type(tmp_path, tiny_model, small_thresholds):
+    records = collection(700)
+    source = write_jsonl(tmp_path / "q.jsonl", records[:25])
+    first = index_sources(tmp_path / "index", [source], str(tiny_model), options=QUIET)
+    assert first.index_type == "flat" and first.index_type_reason.startswith("auto: ")
+
+    write_jsonl(source, records[:50])
+    assert plan_sources(tmp_path / "index", [source]).index_type == "flat"
+    grown = index_sources(tmp_path / "index", [source], None, options=QUIET)
+    assert (grown.index_type, grown.index_type_reason) == ("flat", "the index's own type")
+    assert not grown.faiss_rebuilt
+
+    auto = IndexOptions(index_type="auto", show_progress=False)
+    assert plan_sources(tmp_path / "index", [source], options=auto).index_type == "hnsw"
+    again = index_sources(tmp_path / "index", [source], None, options=auto)
+    assert again.index_type == "hnsw" and again.faiss_rebuilt
+    assert read_manifest(tmp_path / "index").index_type == "hnsw"
+
+    large = write_jsonl(tmp_path / "large.jsonl", records)
+    report = index_sources(tmp_path / "large", [large], str(tiny_model), options=QUIET)
+    assert report.index_type == "ivfpq" and "over hnsw's 60" in report.index_type_reason
+    assert report.parameters["refine"] == "SQfp16" and report.parameters["k_factor"] >= 1
+    assert isinstance(faiss.downcast_index(_faiss(tmp_path / "large").index), faiss.IndexRefine)
+    assert check_index(tmp_path / "large").ok
+
+
+def _faiss(index_dir: Path) -> faiss.Index:
+    with Searcher(index_dir) as searcher:
+        return searcher.index.faiss
+
+
+def _clustered(count: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((count // 100, dim))
+    vectors = (centers[rng.integers(0, len(centers), count)]
+               + 0.6 * rng.standard_normal((count, dim))).astype(np.float32)
+    faiss.normalize_L2(vectors)
+    return vectors
+
+
+def _recall(found: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.mean([len(set(f) & set(e)) / len(e) for f, e in zip(found, exact, strict=True)]))
+
+
+@pytest.mark.parametrize("index_type", ["hnsw", "ivfpq"])
+def test_approximate_indexes_answer_like_exact_search(index_type):
+    count, dim = 4000, 32
+    vectors = _clustered(count, dim, seed=1)
+    queries = _clustered(100, dim, seed=2)
+    ids = np.arange(count, dtype=np.int64) * 3 + 5  # row ids need not be positions
+
+    def chunks():
+        return ((ids[i : i + 1000], vectors[i : i + 1000]) for i in range(0, count, 1000))
+
+    parameters = choose_parameters(index_type, count, dim)
+    size = training_size(parameters)
+    index = build_index(index_type, parameters, dim, chunks(),
+                        training_sample(chunks(), count, size) if size else None)
+    exact = faiss.IndexFlatIP(dim)
+    exact.add(vectors)
+    assert _recall(index.search(queries, 10)[1], ids[exact.search(queries, 10)[1]]) >= 0.9
+
+    allowed = ids[ids % 2 == 1]  # every other question passes a filter
+    exact_allowed = faiss.IndexFlatIP(dim)
+    exact_allowed.add(vectors[ids % 2 == 1])
+    found = index.search(queries, 10, params=selector_parameters(index, allowed))[1]
+    assert np.isin(found, allowed).all()
+    assert _recall(found, allowed[exact_allowed.search(queries, 10)[1]]) >= 0.9
+
+
+def test_a_training_sample_is_reproducible_and_read_in_chunks():
+    vectors = np.arange(200, dtype=np.float32).reshape(100, 2)
+    chunks = [(np.arange(i, i + 30), vectors[i : i + 30]) for i in range(0, 100, 30)]
+    sample = training_sample(iter(chunks), 100, 20)
+    assert sample.shape == (20, 2) and len(np.unique(sample[:, 0])) == 20
+    np.testing.assert_array_equal(sample, training_sample(iter(chunks), 100, 20))
+    assert np.isin(sample, vectors).all()
+    np.testing.assert_array_equal(training_sample(iter(chunks), 100, 100), vectors)
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory, tiny_model) -> dict[str, Path]:
+    """The same 700 questions as a flat, an hnsw and an ivfpq index."""
+    directory = tmp_path_factory.mktemp("types")
+    source = write_jsonl(directory / "q.jsonl", collection(700))
+    built = {}
+    for index_type in ("flat", "hnsw", "ivfpq"):
+        built[index_type] = directory / index_type
+        index_sources(built[index_type], [source], str(tiny_model),
+                      options=IndexOptions(index_type=index_type, show_progress=False))
+    return built
+
+
+@pytest.mark.parametrize(("index_type", "tuning_", "message"), [
+    ("flat", SearchTuning(ef_search=10), r"--ef-search does not apply to this flat index \(it has no"),
+    ("hnsw", SearchTuning(nprobe=3), r"--nprobe does not apply to this hnsw index \(its settings: --ef-se"),
+    ("ivfpq", SearchTuning(ef_search=3), r"its settings: --nprobe, --k-factor"),
+    ("ivfpq", SearchTuning(nprobe=10_000), r"--nprobe 10000: the index has \d+ lists"),
+    ("ivfpq", SearchTuning(k_factor=0), r"--k-factor 0: must be at least 1"),
+])
+def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_type, tuning_, message):
+    with pytest.raises(SearchError, match=message):
+        Searcher(indexes[index_type], tuning=tuning_)
+
+
+def test_search_settings_are_recorded_and_can_be_overridden(indexes):
+    manifest = read_manifest(indexes["hnsw"])
+    assert manifest.parameters["ef_search"] == tuning.hnsw_ef_search(700)
+    with Searcher(indexes["hnsw"], tuning=SearchTuning(ef_search=7)) as searcher:
+        assert faiss.downcast_index(searcher.index.faiss.index).hnsw.efSearch == 7
+    with Searcher(indexes["ivfpq"], tuning=SearchTuning(nprobe=2, k_factor=3)) as searcher:
+        assert faiss.extract_index_ivf(searcher.index.faiss).nprobe == 2
+        assert faiss.downcast_index(searcher.index.faiss.index).k_factor == 3
+    with Searcher(indexes["ivfpq"]) as searcher:  # without settings: the recorded ones
+        assert faiss.downcast_index(searcher.index.faiss.index).k_factor == (
+            read_manifest(indexes["ivfpq"]).parameters["k_factor"])
+
+
+@pytest.mark.parametrize("index_type", ["hnsw", "ivfpq"])
+def test_filtered_search_and_more_like_this_on_approximate_indexes(indexes, index_type):
+    with Searcher(indexes["flat"]) as exact, Searcher(indexes[index_type]) as searcher:
+        filters = SearchFilters(categories=("visa",))
+        results = searcher.search("cheap visa for expats", k=5, filters=filters, mode=SearchMode.dense)
+        assert len(results) == 5 and {r.metadata["category"] for r in results} == {"visa"}
+        expected = exact.search("cheap visa for expats", k=5, filters=filters, mode=SearchMode.dense)
+        assert len({r.external_id for r in results} & {r.external_id for r in expected}) >= 4
+        target = results[0].row_id
+        similar = searcher.more_like(target, k=5)
+        assert len(similar) == 5 and target not in {r.row_id for r in similar}
+
+
+def test_an_ivfpq_index_without_refinement_is_rebuilt_with_it(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection(700))
+    options = IndexOptions(index_type="ivfpq", show_progress=False)
+    index_sources(tmp_path / "index", [source], str(tiny_model), options=options)
+    path = tmp_path / "index" / MANIFEST_FILE
+    older = json.loads(path.read_text())  # as an older askalike wrote it
+    del older["parameters"]["refine"], older["parameters"]["k_factor"]
+    path.write_text(json.dumps(older))
+    report = index_sources(tmp_path / "index", [source], None, options=QUIET)
+    assert report.faiss_rebuilt and report.added == 0 and report.parameters["k_factor"] >= 1
+    assert check_index(tmp_path / "index").ok
+
+
+def test_search_options_on_the_command_line(indexes):
+    bad = runner.invoke(app, ["search", "visa", "--index", str(indexes["flat"]), "--nprobe", "0"])
+    assert bad.exit_code == 2 and "--nprobe" in bad.output
+    wrong = runner.invoke(app, ["search", "visa", "--index", str(indexes["flat"]), "--ef-search", "64"])
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("error: --ef-search does not apply to this flat index")
+    good = runner.invoke(app, ["search", "visa", "--index", str(indexes["ivfpq"]), "--nprobe", "4",
+                               "--k-factor", "8", "-k", "3", "--json", "--mode", "dense"])
+    assert good.exit_code == 0 and len(good.stdout.splitlines()) == 3
+
+
+def test_the_lexical_index_is_built_in_parts(monkeypatch):
+    documents = {i: f"question {i} about visa number {i % 7}" for i in range(50)}
+    whole = LexicalIndex.build(documents.items())
+    monkeypatch.setattr(lexical, "_POSTINGS_PER_PART", 8)
+    parts = LexicalIndex.build(documents.items())
+    assert parts.terms == whole.terms
+    for query in ("visa", "number 3", "question 12"):
+        np.testing.assert_array_equal(parts.scores(query), whole.scores(query))
+    with pytest.raises(ValueError, match="added twice"):
+        whole.updated([(1, "a"), (1, "b")], ())
