@@ -33,6 +33,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     bindparam,
     create_engine,
@@ -46,9 +47,9 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
+from sqlalchemy.types import TypeEngine
 
 from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
 from train.cqa_questions import join_subject_body
@@ -64,6 +65,21 @@ class StoreError(UserError):
     """A database that cannot be opened or does not belong to this index."""
 
 
+class _Json(TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL. A variant (``JSON().with_variant(JSONB, ...)``) would
+    import the PostgreSQL dialect, all its drivers' modules with it, into every search."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name != "postgresql":
+            return self.impl_instance
+        from sqlalchemy.dialects.postgresql import JSONB  # already imported by the engine's dialect
+
+        return JSONB()
+
+
 _SCHEMA = MetaData()
 
 _QUESTIONS = Table(
@@ -73,7 +89,7 @@ _QUESTIONS = Table(
     Column("external_id", String(EXTERNAL_ID_CHARS), nullable=False),
     Column("subject", Text, nullable=False),
     Column("body", Text, nullable=False),
-    Column("metadata", JSON().with_variant(JSONB, "postgresql"), nullable=False),
+    Column("metadata", _Json(), nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("vector", LargeBinary, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),

@@ -1,6 +1,7 @@
 """Inference without torch: the numpy and ONNX Runtime encoders compute what the torch models
 compute, from the same model directory, and the query commands import neither torch nor the
-SQLAlchemy ORM (each would cost a one-shot search far more than the search itself)."""
+SQLAlchemy ORM nor, on SQLite, the PostgreSQL dialect (each would cost a one-shot search more
+than the search itself)."""
 
 from __future__ import annotations
 
@@ -105,13 +106,14 @@ QUERY_WITHOUT_HEAVY_IMPORTS = textwrap.dedent("""
         main()
     except SystemExit as exit:
         assert not exit.code, exit.code
-    heavy = [name for name in ("torch", "transformers", "scipy", "sqlalchemy.orm") if name in sys.modules]
+    heavy = [name for name in ("torch", "transformers", "scipy", "sqlalchemy.orm",
+                               "sqlalchemy.dialects.postgresql") if name in sys.modules]
     print(json.dumps({"heavy": heavy}), file=sys.stderr)
 """)
 
 
 @pytest.mark.parametrize("model", ["accurate", "fast"])
-def test_search_and_similar_import_neither_torch_nor_the_orm(tmp_path, model):
+def test_search_and_similar_import_nothing_heavy(tmp_path, model):
     model_dir = ROOT / "models" / model
     source = write_jsonl(tmp_path / "questions.jsonl", collection(30))
     index_sources(tmp_path / "index", [source], str(model_dir), options=IndexOptions(show_progress=False))
