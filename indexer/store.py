@@ -1,4 +1,5 @@
-"""The question store: questions, their vectors and the index's bookkeeping, through SQLAlchemy.
+"""The question store: questions, their vectors and the index's bookkeeping, through SQLAlchemy
+Core (not the ORM, whose import would cost every one-shot search a tenth of a second).
 
 Vectors live in the database next to their question, so the database alone is the truth: each
 write transaction keeps question and vector together, and the FAISS file is a cache that can
@@ -22,13 +23,19 @@ import numpy as np
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Column,
+    Connection,
     DateTime,
     Engine,
     Integer,
     LargeBinary,
+    MetaData,
     String,
+    Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -40,10 +47,9 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.types import TypeEngine
 
 from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
 from train.cqa_questions import join_subject_body
@@ -59,33 +65,47 @@ class StoreError(UserError):
     """A database that cannot be opened or does not belong to this index."""
 
 
-class Base(DeclarativeBase):
-    pass
+class _Json(TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL. A variant (``JSON().with_variant(JSONB, ...)``) would
+    import the PostgreSQL dialect, all its drivers' modules with it, into every search."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name != "postgresql":
+            return self.impl_instance
+        from sqlalchemy.dialects.postgresql import JSONB  # already imported by the engine's dialect
+
+        return JSONB()
 
 
-class QuestionRow(Base):
-    __tablename__ = "questions"
-    __table_args__ = (UniqueConstraint("source", "external_id", name="uq_questions_source_id"),)
+_SCHEMA = MetaData()
 
-    id: Mapped[int] = mapped_column(_ID, primary_key=True)  # also the question's FAISS id
-    source: Mapped[str] = mapped_column(String(SOURCE_CHARS), index=True)
-    external_id: Mapped[str] = mapped_column(String(EXTERNAL_ID_CHARS))
-    subject: Mapped[str] = mapped_column(Text)
-    body: Mapped[str] = mapped_column(Text)
-    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON().with_variant(JSONB, "postgresql"))
-    content_hash: Mapped[str] = mapped_column(String(64))
-    vector: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+_QUESTIONS = Table(
+    "questions", _SCHEMA,
+    Column("id", _ID, primary_key=True),  # also the question's FAISS id
+    Column("source", String(SOURCE_CHARS), nullable=False, index=True),
+    Column("external_id", String(EXTERNAL_ID_CHARS), nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("metadata", _Json(), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("vector", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("source", "external_id", name="uq_questions_source_id"),
+)
 
+# key-value bookkeeping: schema version, the encoder, the vector generation, the owning index
+_SETTINGS = Table(
+    "index_settings", _SCHEMA,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
 
-class Setting(Base):
-    """Key-value bookkeeping: schema version, the encoder, the vector generation."""
-
-    __tablename__ = "index_settings"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
+# an executemany update of whole rows: each parameter set names its row as "row_id"
+_UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
 
 
 @dataclass(frozen=True)
@@ -128,8 +148,14 @@ def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, wher
                     f"different encoder: {fix}")
 
 
-_QUESTION_COLUMNS = (QuestionRow.id, QuestionRow.source, QuestionRow.external_id, QuestionRow.subject,
-                     QuestionRow.body, QuestionRow.meta, QuestionRow.content_hash)
+_QUESTION_COLUMNS = (_QUESTIONS.c.id, _QUESTIONS.c.source, _QUESTIONS.c.external_id, _QUESTIONS.c.subject,
+                     _QUESTIONS.c.body, _QUESTIONS.c.metadata, _QUESTIONS.c.content_hash)
+
+
+def _batches(ids: Sequence[int]) -> Iterator[list[int]]:
+    """``ids`` in lists small enough to bind in one statement."""
+    for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
+        yield [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
 
 
 def _day_after(text: str) -> str | None:
@@ -260,20 +286,20 @@ class Store:
             raise
 
     def _create_schema(self) -> None:
-        Base.metadata.create_all(self.engine)
-        with self._transaction() as session:
-            version = session.get(Setting, "schema_version")
+        _SCHEMA.create_all(self.engine)
+        with self._transaction() as connection:
+            version = self._setting(connection, "schema_version")
             if version is None:
-                session.add(Setting(key="schema_version", value=SCHEMA_VERSION))
-            elif version.value != SCHEMA_VERSION:
-                raise StoreError(f"{masked_url(self.url)}: schema version {version.value}, this "
+                self._add_setting(connection, "schema_version", SCHEMA_VERSION)
+            elif version != SCHEMA_VERSION:
+                raise StoreError(f"{masked_url(self.url)}: schema version {version}, this "
                                  f"askalike reads {SCHEMA_VERSION}")
 
     def _require_schema(self) -> None:
         version = None
-        if inspect(self.engine).has_table(Setting.__tablename__):
-            with Session(self.engine) as session:
-                version = self._setting(session, "schema_version")
+        if inspect(self.engine).has_table(_SETTINGS.name):
+            with self.engine.connect() as connection:
+                version = self._setting(connection, "schema_version")
         if version is None:
             raise StoreError(f"{masked_url(self.url)}: not an askalike database (no askalike "
                              "tables); build the index with `askalike index`")
@@ -291,13 +317,13 @@ class Store:
         self.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[Session]:
+    def _transaction(self) -> Iterator[Connection]:
         """A write transaction: committed whole or rolled back whole. A lock held by another
         writer past the bound, a full disk or a value the database refuses becomes a StoreError
         that says so."""
         try:
-            with Session(self.engine) as session, session.begin():
-                yield session
+            with self.engine.begin() as connection:
+                yield connection
         except DatabaseError as err:
             where = masked_url(self.url)
             if isinstance(err, OperationalError) and _is_lock_timeout(err):
@@ -310,32 +336,36 @@ class Store:
                              "ones are kept)") from None
 
     @contextmanager
-    def _reading(self) -> Iterator[Session]:
+    def _reading(self) -> Iterator[Connection]:
         """A read: a database that vanished or is damaged becomes a StoreError naming it."""
         try:
-            with Session(self.engine) as session:
-                yield session
+            with self.engine.connect() as connection:
+                yield connection
         except DatabaseError as err:
             reason = _database_reason(err)
             raise StoreError(f"cannot read the database {masked_url(self.url)}: {reason}") from None
 
     # ------------------------------------------------------------------ settings
 
-    def _setting(self, session: Session, key: str) -> str | None:
-        row = session.get(Setting, key)
-        return row.value if row is not None else None
+    def _setting(self, connection: Connection, key: str, for_update: bool = False) -> str | None:
+        """A setting's value; ``for_update`` locks its row until the transaction ends."""
+        query = select(_SETTINGS.c.value).where(_SETTINGS.c.key == key)
+        return connection.scalar(query.with_for_update() if for_update else query)
+
+    def _add_setting(self, connection: Connection, key: str, value: str) -> None:
+        connection.execute(insert(_SETTINGS).values(key=key, value=value))
 
     def encoder(self) -> EncoderIdentity | None:
-        with self._reading() as session:
-            value = self._setting(session, "encoder")
+        with self._reading() as connection:
+            value = self._setting(connection, "encoder")
         return EncoderIdentity(**json.loads(value)) if value else None
 
     def bind_encoder(self, identity: EncoderIdentity) -> None:
         """Record the encoder of the vectors; refuse one that differs from the recorded one."""
-        with self._transaction() as session:
-            value = self._setting(session, "encoder")
+        with self._transaction() as connection:
+            value = self._setting(connection, "encoder")
             if value is None:
-                session.add(Setting(key="encoder", value=json.dumps(identity.__dict__)))
+                self._add_setting(connection, "encoder", json.dumps(identity.__dict__))
                 return
         recorded = EncoderIdentity(**json.loads(value))
         require_same_encoder(recorded, identity, "this index",
@@ -345,18 +375,18 @@ class Store:
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that
         belongs to another (two indexes in one database would mix their questions)."""
-        with self._transaction() as session:
-            owner = self._setting(session, "index_id")
+        with self._transaction() as connection:
+            owner = self._setting(connection, "index_id")
             if owner is None:
-                session.add(Setting(key="index_id", value=index_id))
+                self._add_setting(connection, "index_id", index_id)
         if owner is not None and owner != index_id:
             raise self._foreign(owner, index_id)
 
     def require_owner(self, index_id: str | None) -> None:
         """Refuse to serve another index directory's questions (None: an index from before
         databases were claimed, accepted as it is)."""
-        with self._reading() as session:
-            owner = self._setting(session, "index_id")
+        with self._reading() as connection:
+            owner = self._setting(connection, "index_id")
         if owner is not None and index_id is not None and owner != index_id:
             raise self._foreign(owner, index_id)
 
@@ -366,41 +396,41 @@ class Store:
                           "directory its own database (--db)")
 
     def generation(self) -> int:
-        with self._reading() as session:
-            return int(self._setting(session, "generation") or 0)
+        with self._reading() as connection:
+            return int(self._setting(connection, "generation") or 0)
 
-    def _bump_generation(self, session: Session) -> None:
-        row = session.get(Setting, "generation", with_for_update=True)
-        if row is None:
-            session.add(Setting(key="generation", value="1"))
+    def _bump_generation(self, connection: Connection) -> None:
+        value = self._setting(connection, "generation", for_update=True)
+        if value is None:
+            self._add_setting(connection, "generation", "1")
         else:
-            row.value = str(int(row.value) + 1)
+            connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "generation")
+                               .values(value=str(int(value) + 1)))
 
     # ------------------------------------------------------------------ questions
 
     def count(self) -> int:
-        with self._reading() as session:
-            return session.scalar(select(func.count()).select_from(QuestionRow)) or 0
+        with self._reading() as connection:
+            return connection.scalar(select(func.count()).select_from(_QUESTIONS)) or 0
 
     def counts_by_source(self) -> dict[str, int]:
-        with self._reading() as session:
-            rows = session.execute(select(QuestionRow.source, func.count())
-                                   .group_by(QuestionRow.source).order_by(QuestionRow.source))
+        with self._reading() as connection:
+            rows = connection.execute(select(_QUESTIONS.c.source, func.count())
+                                      .group_by(_QUESTIONS.c.source).order_by(_QUESTIONS.c.source))
             return {source: count for source, count in rows}
 
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
-        with self._reading() as session:
-            rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.source == source))
+        with self._reading() as connection:
+            rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.source == source))
             return {row.external_id: StoredQuestion(*row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """Questions by row id; ids no longer stored are simply absent."""
         found: dict[int, StoredQuestion] = {}
-        with self._reading() as session:
-            for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
-                part = [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
-                rows = session.execute(select(*_QUESTION_COLUMNS).where(QuestionRow.id.in_(part)))
+        with self._reading() as connection:
+            for part in _batches(ids):
+                rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.id.in_(part)))
                 found.update((row.id, StoredQuestion(*row)) for row in rows)
         return found
 
@@ -412,40 +442,41 @@ class Store:
         parameters, never SQL."""
         condition = true()
         if sources:
-            condition &= or_(*(or_(QuestionRow.source == name,
-                                   QuestionRow.source.endswith("/" + name, autoescape=True))
+            condition &= or_(*(or_(_QUESTIONS.c.source == name,
+                                   _QUESTIONS.c.source.endswith("/" + name, autoescape=True))
                                for name in sources))
         if categories:
-            condition &= func.lower(QuestionRow.meta["category"].as_string()).in_(
+            condition &= func.lower(_QUESTIONS.c.metadata["category"].as_string()).in_(
                 [category.lower() for category in categories])
-        dated = QuestionRow.meta["date"].as_string()
+        dated = _QUESTIONS.c.metadata["date"].as_string()
         if date_from:
             condition &= dated >= date_from
         if date_to:
             day_after = _day_after(date_to)
             condition &= dated < day_after if day_after else dated <= date_to
-        with self._reading() as session:
-            return np.fromiter(session.scalars(select(QuestionRow.id).where(condition)),
+        with self._reading() as connection:
+            return np.fromiter(connection.scalars(select(_QUESTIONS.c.id).where(condition)),
                                dtype=np.int64)
 
     def ids(self) -> list[int]:
-        with self._reading() as session:
-            return list(session.scalars(select(QuestionRow.id).order_by(QuestionRow.id)))
+        with self._reading() as connection:
+            return list(connection.scalars(select(_QUESTIONS.c.id).order_by(_QUESTIONS.c.id)))
 
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
-        with self._reading() as session:
-            rows = session.execute(select(QuestionRow.id, QuestionRow.source, QuestionRow.external_id))
+        with self._reading() as connection:
+            rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.source,
+                                             _QUESTIONS.c.external_id))
             return [tuple(row) for row in rows]
 
     def vectors(self, dim: int, after_id: int = -1,
                 chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
         order, a chunk at a time."""
-        with self._reading() as session:
-            result = session.execute(select(QuestionRow.id, QuestionRow.vector)
-                                     .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
-                                     .execution_options(yield_per=chunk))
+        with self._reading() as connection:
+            result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
+                                        .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
+                                        .execution_options(yield_per=chunk))
             for part in result.partitions():
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
@@ -454,11 +485,10 @@ class Store:
     def vectors_of(self, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
         """The stored (exact) vectors of the given questions; ids no longer stored are absent."""
         found: dict[int, np.ndarray] = {}
-        with self._reading() as session:
-            for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
-                part = [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
-                rows = session.execute(select(QuestionRow.id, QuestionRow.vector)
-                                       .where(QuestionRow.id.in_(part)))
+        with self._reading() as connection:
+            for part in _batches(ids):
+                rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
+                                          .where(_QUESTIONS.c.id.in_(part)))
                 found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
                              for row in rows)
         return found
@@ -466,10 +496,10 @@ class Store:
     def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
         """(row id, embedded text: subject and body) of the stored questions with ids above
         ``after_id``, in id order, read a chunk at a time."""
-        with self._reading() as session:
-            result = session.execute(select(QuestionRow.id, QuestionRow.subject, QuestionRow.body)
-                                     .where(QuestionRow.id > after_id).order_by(QuestionRow.id)
-                                     .execution_options(yield_per=chunk))
+        with self._reading() as connection:
+            result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.subject, _QUESTIONS.c.body)
+                                        .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
+                                        .execution_options(yield_per=chunk))
             for row in result:
                 yield row[0], join_subject_body(row[1], row[2])
 
@@ -480,7 +510,7 @@ class Store:
         now = datetime.now(UTC)
 
         def values(question: SourceQuestion, vector: np.ndarray) -> dict[str, Any]:
-            return {"subject": question.subject, "body": question.body, "meta": question.metadata,
+            return {"subject": question.subject, "body": question.body, "metadata": question.metadata,
                     "content_hash": question.content_hash, "vector": vector.astype("<f4").tobytes(),
                     "updated_at": now}
 
@@ -490,36 +520,44 @@ class Store:
                 inserts.append({**values(question, vector), "source": source,
                                 "external_id": question.external_id, "created_at": now})
             else:
-                updates.append({**values(question, vector), "id": row_id})
-        with self._transaction() as session:
+                updates.append({**values(question, vector), "row_id": row_id})
+        with self._transaction() as connection:
             inserted: list[int] = []
             if inserts:
-                inserted = list(session.scalars(insert(QuestionRow).returning(
-                    QuestionRow.id, sort_by_parameter_order=True), inserts))
+                inserted = list(connection.scalars(insert(_QUESTIONS).returning(
+                    _QUESTIONS.c.id, sort_by_parameter_order=True), inserts))
             if updates:
-                session.execute(update(QuestionRow), updates)
-            self._bump_generation(session)
+                self._update_rows(connection, updates)
+            self._bump_generation(connection)
         return inserted
 
     def update_fields(self, changes: Iterable[tuple[int, SourceQuestion]]) -> int:
         """Metadata-only edits (the embedded text is unchanged): no new vector, same generation."""
         now = datetime.now(UTC)
-        rows = [{"id": row_id, "subject": q.subject, "body": q.body, "meta": q.metadata,
+        rows = [{"row_id": row_id, "subject": q.subject, "body": q.body, "metadata": q.metadata,
                  "updated_at": now} for row_id, q in changes]
         if rows:
-            with self._transaction() as session:
-                session.execute(update(QuestionRow), rows)
+            with self._transaction() as connection:
+                self._update_rows(connection, rows)
         return len(rows)
+
+    def _update_rows(self, connection: Connection, rows: list[dict[str, Any]]) -> None:
+        """Set the given columns of the rows ``row_id`` names (all rows name the same columns);
+        a row no longer stored fails the transaction rather than losing its question quietly."""
+        matched = connection.execute(_UPDATE_BY_ID, rows).rowcount
+        if connection.dialect.supports_sane_multi_rowcount and matched != len(rows):
+            raise StoreError(f"{masked_url(self.url)}: {len(rows) - matched} of {len(rows)} questions "
+                             "to update are no longer in the database (did another program change "
+                             "it?); this transaction was rolled back, earlier ones are kept")
 
     def delete(self, ids: Sequence[int]) -> int:
         """Remove questions (and their vectors) in one transaction."""
         if not ids:
             return 0
-        with self._transaction() as session:
-            for start in range(0, len(ids), 10_000):
-                session.execute(delete(QuestionRow).where(
-                    QuestionRow.id.in_(list(ids[start : start + 10_000]))))
-            self._bump_generation(session)
+        with self._transaction() as connection:
+            for part in _batches(ids):
+                connection.execute(delete(_QUESTIONS).where(_QUESTIONS.c.id.in_(part)))
+            self._bump_generation(connection)
         return len(ids)
 
     def questions_with_ids(self, source: str, external_ids: Sequence[str]) -> dict[str, StoredQuestion]:
