@@ -152,10 +152,11 @@ _QUESTION_COLUMNS = (_QUESTIONS.c.id, _QUESTIONS.c.source, _QUESTIONS.c.external
                      _QUESTIONS.c.body, _QUESTIONS.c.metadata, _QUESTIONS.c.content_hash)
 
 
-def _batches(ids: Sequence[int]) -> Iterator[list[int]]:
-    """``ids`` in lists small enough to bind in one statement."""
-    for start in range(0, len(ids), _PARAMETERS_PER_QUERY):
-        yield [int(i) for i in ids[start : start + _PARAMETERS_PER_QUERY]]
+def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
+    """``values`` (row ids, numpy integers included, or external ids) in lists small enough to
+    bind in one statement."""
+    for start in range(0, len(values), _PARAMETERS_PER_QUERY):
+        yield [v if isinstance(v, str) else int(v) for v in values[start : start + _PARAMETERS_PER_QUERY]]
 
 
 def _day_after(text: str) -> str | None:
@@ -564,10 +565,9 @@ class Store:
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
-        with self._reading() as session:
-            for start in range(0, len(external_ids), _PARAMETERS_PER_QUERY):
-                part = list(external_ids[start : start + _PARAMETERS_PER_QUERY])
-                rows = session.execute(select(*_QUESTION_COLUMNS).where(
-                    QuestionRow.source == source, QuestionRow.external_id.in_(part)))
+        with self._reading() as connection:
+            for part in _batches(external_ids):
+                rows = connection.execute(select(*_QUESTION_COLUMNS).where(
+                    _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
                 found.update((row.external_id, StoredQuestion(*row)) for row in rows)
         return found
