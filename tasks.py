@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 INSTALL_INPUTS = ("pyproject.toml", "constraints-cpu.txt")
+EXTRAS = "dev,ray"  # the dev tools, and Ray so that the --engine ray tests run
 # the shipped models against the baselines on CQA subtask B (models/accurate is the default model)
 DEMO = ["askalike", "eval", "cqa",
         "--split", "dev2016", "--split", "test2016", "--split", "test2017",
@@ -28,15 +29,15 @@ def run(*command: str | Path) -> None:
 
 
 def ensure_environment() -> None:
-    """Create .venv and install the project with its dev tools; skipped when nothing changed."""
+    """Create .venv and install the project with its extras; skipped when nothing changed."""
     if not (BIN / "python").exists():
         venv.create(VENV, with_pip=True)
-    digest = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in INSTALL_INPUTS))
+    digest = hashlib.sha256(EXTRAS.encode() + b"".join((ROOT / name).read_bytes() for name in INSTALL_INPUTS))
     stamp = VENV / "askalike-install.sha256"
     if stamp.exists() and stamp.read_text() == digest.hexdigest():
         return
     run(BIN / "python", "-m", "pip", "install", "--quiet", "-c", "constraints-cpu.txt",
-        "-e", ".[dev]")
+        "-e", f".[{EXTRAS}]")
     stamp.write_text(digest.hexdigest())
 
 

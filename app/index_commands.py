@@ -18,7 +18,7 @@ from app.common import (
     stderr,
     user_errors,
 )
-from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, OnError
+from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, Engine, OnError
 from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 
 IndexType = typer.Option(
@@ -49,8 +49,16 @@ def index(
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
     commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
                                                           "the most an interrupt can cost.")] = 2048,
-    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for the encoder and FAISS.",
-                                                show_default="all")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for the encoder and FAISS "
+                                                            "(with --engine ray: of each Ray task).",
+                                                show_default="all; 1 a Ray task")] = None,
+    engine: Annotated[Engine, typer.Option(
+        help="Where to embed: in this process, or in Ray tasks on a Ray cluster (the optional "
+             "extra ray); both store the same vectors.")] = Engine.in_process,
+    ray_address: Annotated[str | None, typer.Option(
+        help="--engine ray: the cluster to join, HOST:PORT of its head (`ray start --head`).",
+        show_default="$RAY_ADDRESS, else a cluster started on this machine, else a local Ray for "
+                     "the run")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index question collections: new and changed questions are embedded, the rest kept."""
@@ -63,7 +71,8 @@ def index(
 
         faiss.omp_set_num_threads(threads)
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
-                           commit_every=commit_every, show_progress=not as_json, threads=threads)
+                           commit_every=commit_every, show_progress=not as_json, threads=threads,
+                           engine=engine, ray_address=ray_address)
     with user_errors():
         report = (plan_sources(index_dir, sources, database, options) if dry_run
                   else index_sources(index_dir, sources, model, database, options))

@@ -7,20 +7,25 @@ of the progress bar). A second pass reads the sources again and embeds only new 
 questions (by content hash), committing question rows and their vectors together
 ``commit_every`` questions at a time, source by source, in source order: an interrupted run keeps
 its finished chunks, and the re-run finds them stored and embeds the rest with the same chunk
-boundaries, so it ends in the state an uninterrupted run reaches. The FAISS and BM25 files are
-written last (``indexer.sync``), under new names, and the manifest is switched to them
-atomically; until then searches use the previous ones.
+boundaries, so it ends in the state an uninterrupted run reaches. The engine (``Engine``) only
+embeds the chunks: in this process, or on a Ray cluster (``indexer.ray_engine``), with the same
+chunks, vectors and writes. The FAISS and BM25 files are written last (``indexer.sync``), under
+new names, and the manifest is switched to them atomically; until then searches use the previous
+ones.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.choices import DATABASE_ENV_VAR, OnError
+from indexer.choices import DATABASE_ENV_VAR, Engine, OnError
+from indexer.embedding import Embedder, InProcessEmbedder
 from indexer.manifest import (
     OWN_DATABASE,
     IndexDirectoryError,
@@ -56,7 +61,9 @@ class IndexOptions:
     batch_size: int = 256
     commit_every: int = 2048  # questions per transaction: the most an interrupt can cost
     show_progress: bool = True
-    threads: int | None = None  # CPU threads for the encoder [default: all]
+    threads: int | None = None  # CPU threads for the encoder [default: all; a Ray task: 1]
+    engine: Engine = Engine.in_process
+    ray_address: str | None = None  # --engine ray: None joins $RAY_ADDRESS or starts a local Ray
 
 
 @dataclass
@@ -190,34 +197,62 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     report.read = sum(len(source.ids) for _, source in files)
 
 
-def _embed_and_store(store: Store, encoder: Encoder, files: list[tuple[str, SourceFile]], total: int,
-                     options: IndexOptions, report: IndexReport) -> None:
-    """The second pass: embed new and changed questions and store them, ``commit_every`` a
-    transaction; a chunk never spans two sources, so a re-run after an interruption embeds
-    the rest in the same chunks."""
-    started = time.perf_counter()
-    with index_progress(options.show_progress) as progress:
-        task = progress.add_task("embedding", total=total, unit="questions")
+def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options: IndexOptions,
+                     report: IndexReport) -> Iterator[list[_Pending]]:
+    """The second pass: new and changed questions in chunks of ``commit_every`` (a chunk never
+    spans two sources, so a re-run after an interruption embeds the rest in the same chunks);
+    metadata-only edits are stored as they are read."""
+    for name, source in files:
+        waiting: list[_Pending] = []
+        for chunk in _planned(store, name, source.questions()):
+            report.metadata_updated += store.update_fields(chunk.field_edits)
+            report.unchanged += chunk.unchanged
+            waiting += chunk.pending
+            while len(waiting) >= options.commit_every:
+                yield waiting[: options.commit_every]
+                del waiting[: options.commit_every]
+        if waiting:
+            yield waiting
 
-        def store_chunk(chunk: list[_Pending]) -> None:
-            vectors = encoder.encode([p.question.text for p in chunk], batch_size=options.batch_size)
-            store.write(chunk[0].source, [p.question for p in chunk], vectors, [p.row_id for p in chunk])
+
+def _embed_and_store(store: Store, embedder: Embedder, files: list[tuple[str, SourceFile]], total: int,
+                     options: IndexOptions, report: IndexReport) -> None:
+    """Embed each chunk and store it with its vectors in one transaction, in chunk order."""
+    started = time.perf_counter()
+    read_ahead: deque[list[_Pending]] = deque()  # chunks the embedder took, not stored yet
+
+    def texts() -> Iterator[list[str]]:
+        for chunk in _chunks_to_embed(store, files, options, report):
+            read_ahead.append(chunk)
+            yield [p.question.text for p in chunk]
+
+    with index_progress(options.show_progress) as progress, closing(embedder.embed(texts())) as vectors:
+        task = progress.add_task("embedding", total=total, unit="questions")
+        for chunk_vectors in vectors:
+            chunk = read_ahead.popleft()
+            store.write(chunk[0].source, [p.question for p in chunk], chunk_vectors,
+                        [p.row_id for p in chunk])
             report.added += sum(p.row_id is None for p in chunk)
             report.reembedded += sum(p.row_id is not None for p in chunk)
             progress.advance(task, len(chunk))
-
-        for name, source in files:
-            waiting: list[_Pending] = []
-            for chunk in _planned(store, name, source.questions()):
-                report.metadata_updated += store.update_fields(chunk.field_edits)
-                report.unchanged += chunk.unchanged
-                waiting += chunk.pending
-                while len(waiting) >= options.commit_every:
-                    store_chunk(waiting[: options.commit_every])
-                    del waiting[: options.commit_every]
-            if waiting:
-                store_chunk(waiting)
     report.embed_seconds = time.perf_counter() - started
+
+
+def _engine_session(options: IndexOptions) -> AbstractContextManager[object]:
+    """What the engine holds for the run: a Ray connection, or nothing."""
+    if options.engine is Engine.ray:
+        from indexer.ray_engine import ray_session
+
+        return ray_session(options.ray_address)
+    return nullcontext()
+
+
+def _embedder(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder) -> Embedder:
+    if options.engine is Engine.ray:
+        from indexer.ray_engine import RayEmbedder
+
+        return RayEmbedder(identity.model, identity.fingerprint, options.batch_size, options.threads or 1)
+    return InProcessEmbedder(encoder, options.batch_size)
 
 
 def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
@@ -317,7 +352,9 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
                                  skipped=[str(p) for p in problems])
             generation_before = store.generation()
-            _embed_and_store(store, encoder, files, survey.added + survey.reembedded, options, report)
+            with _engine_session(options):  # after the sources are checked: a bad row is quicker
+                _embed_and_store(store, _embedder(options, identity, encoder), files,
+                                 survey.added + survey.reembedded, options, report)
             if options.prune:
                 report.removed = store.delete(_stale_ids(store, files))
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None

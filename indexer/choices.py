@@ -12,6 +12,13 @@ INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 AUTO_INDEX_TYPE = "auto"  # pick flat, hnsw or ivfpq by the collection's size (indexer.tuning)
 
 
+class Engine(StrEnum):
+    """Where an index run embeds: in its own process, or on a Ray cluster (``indexer.ray_engine``)."""
+
+    in_process = "in-process"
+    ray = "ray"
+
+
 class OnError(StrEnum):
     """What a run does with a bad source row."""
 

@@ -24,6 +24,7 @@ TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
 # would take 65,536): their k-means runs in the sub-vectors' few dimensions, where FAISS has no
 # fast kernel, and the refinement re-scores candidates on the vectors anyway
 PQ_TRAINING_PER_CENTROID = 64
+GPU_MAX_K = 2048  # the most hits a query that FAISS's GPU search returns
 Chunks = Iterable[tuple[np.ndarray, np.ndarray]]  # (int64 ids, float32 vectors) a chunk at a time
 
 
@@ -81,6 +82,19 @@ def build_index(index_type: str, parameters: dict[str, Any], dim: int, chunks: C
             index.add_with_ids(vectors, ids)
     configure_search(index, parameters)
     return index
+
+
+def gpu_copy(index: faiss.Index) -> faiss.Index | None:
+    """``index`` copied to every GPU that FAISS sees (the ``gpu`` extra), for searches without a
+    filter; None with CPU FAISS, without a GPU, or when it does not fit. Only an exact (flat)
+    index: HNSW has no GPU form, FAISS cannot copy the refined IVF-PQ, and IVF clustering already
+    runs on the GPU when the index is built."""
+    if not faiss.get_num_gpus() or not isinstance(_inner(index), faiss.IndexFlat):
+        return None
+    try:
+        return faiss.index_cpu_to_all_gpus(index)
+    except RuntimeError:  # out of GPU memory: the CPU index answers
+        return None
 
 
 def _inner(index: faiss.Index) -> faiss.Index:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,12 +21,15 @@ from indexer.lexical import LexicalIndex
 from indexer.manifest import load_lexical
 from indexer.store import EncoderIdentity, StoredQuestion, require_same_encoder
 from indexer.tuning import SEARCH_PARAMETERS
-from indexer.vector_index import configure_search, selector_parameters
+from indexer.vector_index import GPU_MAX_K, configure_search, gpu_copy, selector_parameters
 from retrieval.fusion import SearchMode, default_mode, fuse
 from train.errors import UserError
 from train.inference import Encoder, load_encoder
 from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight, weights_fingerprint
 from train.similarity import require_text
+
+if TYPE_CHECKING:
+    import faiss
 
 EXCERPT_CHARS = 240
 CANDIDATE_POOL = 100  # candidates from each side of a hybrid search before fusion
@@ -156,6 +159,7 @@ class Searcher:
                                  "with the new model", SearchError)
             self.encoder = encoder or load_encoder(spec)
             tuned = hybrid_dense_weight(spec)
+            self.gpu_faiss = gpu_copy(self.index.faiss)  # None without GPU FAISS and a GPU
         except BaseException:
             self.index.close()
             raise
@@ -233,8 +237,7 @@ class Searcher:
         # ask FAISS for more until each query has k live hits or the index is exhausted
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
         while True:
-            cosines, ids = (self.index.faiss.search(vectors, wanted, params=params) if params
-                            else self.index.faiss.search(vectors, wanted))
+            cosines, ids = self._faiss_search(vectors, wanted, params)
             found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
             live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
                      if i >= 0 and int(i) != exclude and int(i) in found]
@@ -244,6 +247,15 @@ class Searcher:
                                            for hits, done in zip(live, exhausted, strict=True)):
                 return [hits[:k] for hits in live], found
             wanted = min(2 * wanted, self.count)
+
+    def _faiss_search(self, vectors: np.ndarray, wanted: int,
+                      params: faiss.SearchParameters | None) -> tuple[np.ndarray, np.ndarray]:
+        """On the GPU copy when there is one and the search suits it: no filter, and no more
+        hits than FAISS's GPU search returns."""
+        if params is not None:
+            return self.index.faiss.search(vectors, wanted, params=params)
+        on_gpu = self.gpu_faiss is not None and wanted <= GPU_MAX_K
+        return (self.gpu_faiss if on_gpu else self.index.faiss).search(vectors, wanted)
 
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:

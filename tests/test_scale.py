@@ -255,6 +255,35 @@ def test_filtered_search_and_more_like_this_on_approximate_indexes(indexes, inde
         assert len(similar) == 5 and target not in {r.row_id for r in similar}
 
 
+class FakeGpuIndex:
+    """Stands in for FAISS's copy of an index on the GPUs, counting the searches it answers."""
+
+    def __init__(self, index: faiss.Index) -> None:
+        self.index, self.searches = faiss.clone_index(index), 0
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        self.searches += 1
+        return self.index.search(vectors, k)
+
+
+def test_a_flat_index_is_searched_on_the_gpus_where_faiss_has_them(indexes, monkeypatch):
+    query, visa = "cheap visa for expats", SearchFilters(categories=("visa",))
+
+    def answers(searcher: Searcher, filters: SearchFilters | None = None) -> list[tuple[str, float]]:
+        return [(r.external_id, r.cosine) for r in searcher.search(query, 5, filters, SearchMode.dense)]
+
+    with Searcher(indexes["flat"]) as searcher:  # CPU FAISS: the CPU index, as before
+        assert (searcher.gpu_faiss is None) == (faiss.get_num_gpus() == 0)
+        expected, expected_visa = answers(searcher), answers(searcher, visa)
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1)
+    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", FakeGpuIndex)
+    with Searcher(indexes["flat"]) as searcher, Searcher(indexes["hnsw"]) as hnsw:
+        assert hnsw.gpu_faiss is None  # no GPU form
+        assert answers(searcher) == expected and searcher.gpu_faiss.searches == 1
+        assert answers(searcher, visa) == expected_visa  # a filter: on the CPU index
+        assert searcher.gpu_faiss.searches == 1
+
+
 def test_an_ivfpq_index_without_refinement_is_rebuilt_with_it(tmp_path, tiny_model):
     source = write_jsonl(tmp_path / "q.jsonl", collection(700))
     options = IndexOptions(index_type="ivfpq", show_progress=False)

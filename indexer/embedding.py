@@ -1,0 +1,35 @@
+"""How an index run turns its chunks of texts into vectors (the engine's one job).
+
+Whatever the engine, each chunk is embedded by one ``Encoder.encode`` call with the run's batch
+size, so that both engines store the same vectors, bit for bit: ``encode`` orders a chunk's texts
+by length and pads per batch, so a vector may depend on the other texts of its chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from train.inference import Encoder
+
+
+class Embedder(Protocol):
+    def embed(self, chunks: Iterable[list[str]]) -> Iterator[np.ndarray]:
+        """The vectors of each chunk, in the chunks' order. It may read chunks ahead of the
+        vectors it has yielded (a bounded number)."""
+        ...
+
+
+@dataclass
+class InProcessEmbedder:
+    """``--engine in-process``: a chunk at a time, in this process."""
+
+    encoder: Encoder
+    batch_size: int
+
+    def embed(self, chunks: Iterable[list[str]]) -> Iterator[np.ndarray]:
+        for texts in chunks:
+            yield self.encoder.encode(texts, batch_size=self.batch_size)
