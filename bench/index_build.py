@@ -1,7 +1,8 @@
 """Index build: questions/s (end to end: read, embed, store, FAISS file) and peak memory for
 collections of 10k, 100k and 1M questions, each size in a fresh process; with ``--engines
 in-process ray``, each size with both engines, and the ray engine's time over the in-process one
-(a local Ray started by the run is part of its time).
+(a local Ray started by the run is part of its time; with ``$RAY_ADDRESS`` set, the run joins
+that cluster instead).
 
     .venv/bin/python -m bench.index_build --model runs/dan-conversations-nli/model [--sizes 10000 100000]
     .venv/bin/python -m bench.index_build --model models/fast --sizes 100000 --engines in-process ray
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -44,6 +46,12 @@ def build_once(model: str, size: int, index_type: str, engine: Engine) -> dict[s
     return {"size": size, "engine": engine.value, "seconds": seconds, "questions_per_s": size / seconds,
             "embed_seconds": report.embed_seconds, "peak_rss_mib": peak_kib / 1024,
             "index_dir_mib": disk / 2**20}
+
+
+def _ray_cluster() -> str:
+    address = os.environ.get("RAY_ADDRESS")
+    return (f"joins the running cluster at {address}" if address
+            else "starts a local Ray, and its time includes that start and the shutdown")
 
 
 def main() -> None:
@@ -81,7 +89,7 @@ def main() -> None:
         columns = [column for column in columns if column[0] != "engine" and not column[0].startswith("x ")]
     body = (f"Model `{args.model}`, index type {args.index_type}, SQLite store, default batch and "
             "commit sizes; the source JSON Lines file is written before the clock starts"
-            + ("; the ray engine's time includes starting a local Ray" if by_engine else "") + ".\n\n"
+            + (f"; the ray engine {_ray_cluster()}" if by_engine else "") + ".\n\n"
             + markdown_table([name for name, _ in columns],
                              [[cell(result) for _, cell in columns] for result in results]))
     command = f"python -m bench.index_build --model {args.model} --sizes {' '.join(map(str, args.sizes))}"

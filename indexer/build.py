@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -352,9 +352,12 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
                                  skipped=[str(p) for p in problems])
             generation_before = store.generation()
-            with _engine_session(options):  # after the sources are checked: a bad row is quicker
-                _embed_and_store(store, _embedder(options, identity, encoder), files,
-                                 survey.added + survey.reembedded, options, report)
+            to_embed = survey.added + survey.reembedded
+            if not to_embed:  # no cluster to start for nothing
+                options = replace(options, engine=Engine.in_process)
+            with _engine_session(options):  # once the sources are checked: a bad row stops the run first
+                _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
+                                 report)
             if options.prune:
                 report.removed = store.delete(_stale_ids(store, files))
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None

@@ -125,6 +125,8 @@ def test_an_interrupted_ray_run_resumes_to_the_in_process_state(local_ray, tmp_p
     assert (report.added, report.unchanged, report.total) == (180, 120, 300)
     assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(in_process,
                                                                                       _own(in_process))
+    monkeypatch.setattr(ray_engine, "ray", None)  # nothing left to embed: Ray is not needed
+    assert index_sources(tmp_path / "index", sources, None, options=RAY).unchanged == 300
 
 
 @on_local_ray
