@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -27,6 +26,7 @@ from train.data_dir import DATA_ENV_VAR
 from train.errors import UserError
 
 if TYPE_CHECKING:
+    import click
     from rich.progress import Progress
 
     from retrieval.searcher import SearchResult

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from indexer.choices import DATABASE_ENV_VAR, Engine, OnError
+from indexer.choices import Engine, OnError
+from indexer.directory import resolve_database
 from indexer.embedding import Embedder, InProcessEmbedder
 from indexer.manifest import (
-    OWN_DATABASE,
     IndexDirectoryError,
     ensure_index_id,
     index_id,
@@ -37,7 +37,6 @@ from indexer.manifest import (
 from indexer.progress import index_progress
 from indexer.sources import SOURCE_CHARS, SourceFile, SourceQuestion, chunked
 from indexer.store import (
-    SQLITE_FILE,
     EncoderIdentity,
     Store,
     StoreError,
@@ -123,32 +122,6 @@ def distinct_sources(sources: Sequence[Path]) -> list[tuple[str, Path]]:
 def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
     model = spec if spec.startswith(PRETRAINED_PREFIX) else str(Path(spec).resolve())
     return EncoderIdentity(model, weights_fingerprint(spec), encoder.dim)
-
-
-def _names_own_database(database: str, index_dir: Path) -> bool:
-    """Does a manifest's database mean the index directory's own SQLite file? Yes for
-    OWN_DATABASE, and for an older manifest's absolute URL of an ``askalike.sqlite3`` that is
-    no longer there (the directory was moved or copied) while this directory has its own."""
-    if database in (OWN_DATABASE, default_database_url(index_dir)):
-        return True
-    prefix = "sqlite:///"
-    return (database.startswith(prefix) and database.endswith("/" + SQLITE_FILE)
-            and not Path(database.removeprefix(prefix)).exists()
-            and (index_dir / SQLITE_FILE).is_file())
-
-
-def resolve_database(index_dir: Path, explicit: str | None) -> str:
-    """--db, else the database the manifest names (when it names it whole), else SQLite in the
-    index directory."""
-    if explicit:
-        return explicit
-    manifest = read_manifest(index_dir)
-    if manifest is None or _names_own_database(manifest.database, index_dir):
-        return default_database_url(index_dir)
-    if "***" in manifest.database:
-        raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
-                                  f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
-    return manifest.database
 
 
 @dataclass

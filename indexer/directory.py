@@ -9,9 +9,10 @@ from typing import Any
 import faiss
 import numpy as np
 
-from indexer.build import resolve_database
+from indexer.choices import DATABASE_ENV_VAR
 from indexer.manifest import (
     MANIFEST_FILE,
+    OWN_DATABASE,
     REPAIR_HINT,
     IndexDirectoryError,
     Manifest,
@@ -25,6 +26,33 @@ from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, 
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
 from indexer.vector_index import index_ids
+
+
+def _names_own_database(database: str, index_dir: Path) -> bool:
+    """Does a manifest's database mean the index directory's own SQLite file? Yes for
+    OWN_DATABASE, and for an older manifest's absolute URL of an ``askalike.sqlite3`` that is
+    no longer there (the directory was moved or copied) while this directory has its own."""
+    if database in (OWN_DATABASE, default_database_url(index_dir)):
+        return True
+    prefix = "sqlite:///"
+    return (database.startswith(prefix) and database.endswith("/" + SQLITE_FILE)
+            and not Path(database.removeprefix(prefix)).exists()
+            and (index_dir / SQLITE_FILE).is_file())
+
+
+def resolve_database(index_dir: Path, explicit: str | None) -> str:
+    """--db, else the database the manifest names (when it names it whole), else SQLite in the
+    index directory."""
+    if explicit:
+        return explicit
+    manifest = read_manifest(index_dir)
+    if manifest is None or _names_own_database(manifest.database, index_dir):
+        return default_database_url(index_dir)
+    if "***" in manifest.database:
+        raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
+                                  f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
+    return manifest.database
+
 
 
 @dataclass

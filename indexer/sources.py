@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from indexer.choices import OnError
-from train.cqa_questions import OriginalQuestion, join_subject_body, read_cqa_collection
 from train.datasets import DataError, json_lines, numbered_lines
+from train.text import join_subject_body
 
 SUBJECT_COLUMNS = ("subject", "title")
 BODY_COLUMN = "body"
@@ -165,6 +165,8 @@ def _text_rows(path: Path) -> Iterator[Row]:
 
 
 def _cqa_xml_rows(path: Path) -> Iterator[Row]:
+    from train.cqa_questions import OriginalQuestion, read_cqa_collection  # XML parsing: only here
+
     seen: dict[str, str] = {}  # the files repeat questions verbatim: keep the first of each
     for item in read_cqa_collection(path):
         if isinstance(item, OriginalQuestion):

@@ -52,8 +52,8 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.types import TypeEngine
 
 from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
-from train.cqa_questions import join_subject_body
 from train.errors import UserError
+from train.text import join_subject_body
 
 SQLITE_FILE = "askalike.sqlite3"
 SCHEMA_VERSION = "1"

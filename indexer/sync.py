@@ -9,9 +9,9 @@ is written under a new name and the manifest is switched to them atomically.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
-from rich.progress import Progress, TaskID
 
 from indexer.lexical import LexicalIndex
 from indexer.manifest import (
@@ -36,6 +36,9 @@ from indexer.vector_index import (
     write_index,
 )
 from train.files import atomic_write, file_sha256
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def _manifest_database(index_dir: Path, database: str) -> str:

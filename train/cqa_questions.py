@@ -16,6 +16,7 @@ from defusedxml import DefusedXmlException
 
 from train.data_dir import CQA_SPLITS, DataError
 from train.datasets import json_objects
+from train.text import join_subject_body
 
 RELEVANT_LABELS = frozenset({"PerfectMatch", "Relevant"})
 
@@ -61,10 +62,6 @@ class OriginalQuestion:
     @property
     def text(self) -> str:
         return join_subject_body(self.subject, self.body)
-
-
-def join_subject_body(subject: str, body: str) -> str:
-    return f"{subject.strip()} {body.strip()}".strip()
 
 
 def _relevance(label: str | None) -> tuple[str | None, bool | None]:

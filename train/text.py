@@ -23,6 +23,11 @@ _TOKEN = re.compile(r"\w+(?:'\w+)?|[^\w\s]")
 PAD = 0
 
 
+def join_subject_body(subject: str, body: str) -> str:
+    """A question's text: its subject and body, as the CQA files and the store keep them apart."""
+    return f"{subject.strip()} {body.strip()}".strip()
+
+
 def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
