@@ -106,8 +106,10 @@ QUERY_WITHOUT_HEAVY_IMPORTS = textwrap.dedent("""
         main()
     except SystemExit as exit:
         assert not exit.code, exit.code
+    # pydantic: typer from 0.29 validates every option through it; indexer.build: the write path
     heavy = [name for name in ("torch", "transformers", "scipy", "sqlalchemy.orm",
-                               "sqlalchemy.dialects.postgresql") if name in sys.modules]
+                               "sqlalchemy.dialects.postgresql", "pydantic", "indexer.build")
+             if name in sys.modules]
     print(json.dumps({"heavy": heavy}), file=sys.stderr)
 """)
 
