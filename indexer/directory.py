@@ -54,7 +54,6 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     return manifest.database
 
 
-
 @dataclass
 class OpenIndex:
     """A readable index: manifest, store and the FAISS index the manifest names."""

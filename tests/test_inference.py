@@ -106,9 +106,10 @@ QUERY_WITHOUT_HEAVY_IMPORTS = textwrap.dedent("""
         main()
     except SystemExit as exit:
         assert not exit.code, exit.code
-    # pydantic: typer from 0.29 validates every option through it; indexer.build: the write path
+    # pydantic: typer from 0.29 validates every option through it; the rest: the write path's
     heavy = [name for name in ("torch", "transformers", "scipy", "sqlalchemy.orm",
-                               "sqlalchemy.dialects.postgresql", "pydantic", "indexer.build")
+                               "sqlalchemy.dialects.postgresql", "pydantic", "indexer.build",
+                               "defusedxml", "rich.progress")
              if name in sys.modules]
     print(json.dumps({"heavy": heavy}), file=sys.stderr)
 """)

@@ -49,3 +49,15 @@ def test_shipped_model_orders_similar_questions_above_unrelated_ones(name):
         vectors = encoder.encode([question, paraphrase, unrelated])
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-3)
         assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2], (name, question)
+
+
+def test_shipped_transformer_export_runs_fused_quantised_attention():
+    """ONNX Runtime's optimiser fused every layer's attention and the quantiser took it: a newer
+    exporter or transformers whose graph no longer matches the fusion would lose that silently."""
+    import onnx
+
+    graph = onnx.load(str(MODELS / "accurate" / "model.onnx")).graph
+    operators = [node.op_type for node in graph.node]
+    layers = load_model(MODELS / "accurate").encoder.transformer.config.num_hidden_layers
+    assert operators.count("QAttention") == layers
+    assert "Softmax" not in operators  # no attention left unfused

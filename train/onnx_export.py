@@ -106,7 +106,10 @@ def _write_graph(encoder: SentenceEncoder, sample: dict[str, torch.Tensor], path
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _quiet("torch"):
         warnings.simplefilter("ignore")  # the exporters' notes on their own internals
         if transformer is not None:
-            transformer.set_attn_implementation("eager")
+            if hasattr(transformer, "set_attn_implementation"):  # older transformers: the config attribute
+                transformer.set_attn_implementation("eager")
+            else:
+                transformer.config._attn_implementation = "eager"
             torch.onnx.export(model, tuple(sample.values()), str(path), input_names=input_names,
                               output_names=[OUTPUT_NAME], dynamo=False, opset_version=17,
                               dynamic_axes={name: {0: "batch", 1: "length"} for name in input_names})
