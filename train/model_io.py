@@ -77,14 +77,19 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
     return config
 
 
+# bumped when train.onnx_export writes a different graph, so that cached exports are redone
+# (2: attention fused by ONNX Runtime's optimiser)
+EXPORT_FORMAT = 2
+
+
 def pretrained_export_dir(name: str) -> Path:
     """Where ``pretrained:NAME``'s ONNX export is cached: beside its weights when that folder is
     writable, else under $ASKALIKE_CACHE (default ~/.cache/askalike)."""
-    beside = PRETRAINED[name]() / "askalike-onnx"
+    beside = PRETRAINED[name]() / f"askalike-onnx-{EXPORT_FORMAT}"
     if beside.is_dir() or os.access(beside.parent, os.W_OK):
         return beside
     cache = Path(os.environ.get(CACHE_ENV_VAR, Path.home() / ".cache" / "askalike"))
-    return cache / "onnx" / name
+    return cache / f"onnx-{EXPORT_FORMAT}" / name
 
 
 def weights_fingerprint(spec: str | Path) -> str:
