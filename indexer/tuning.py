@@ -3,12 +3,12 @@
 Light (no FAISS, no numpy): the CLI and the dry run use it. The figures behind the thresholds are
 in docs/benchmarks.md (sections "Search latency and recall", and "Scale" by bench/scale.py).
 
-- ``flat`` (exact) up to ``AUTO_FLAT_MAX`` vectors: a query reads every vector, about 8 ms at
-  100,000 vectors of 500 dimensions on one core and growing linearly (73 ms at 1M), while
+- ``flat`` (exact) up to ``AUTO_FLAT_MAX`` vectors: a query reads every vector, 14 ms at
+  100,000 vectors of 384 dimensions on one core and growing linearly (126 ms at 1M), while
   building costs nothing.
-- ``hnsw`` up to ``AUTO_HNSW_MAX``: 0.17 ms a query and recall@10 0.96 at 1M with ef_search 128
-  (this module asks 256 there); it keeps the full vectors plus its graph (about 1.8 KB a
-  384-dimension vector, 3.6 GB at 2M) and its build grows faster than linearly.
+- ``hnsw`` up to ``AUTO_HNSW_MAX``: 1.6 ms a query and recall@10 0.964 at 1M with ef_search 256;
+  it keeps the full vectors plus its graph (about 1.8 KB a 384-dimension vector, 3.6 GB at 2M)
+  and its build grows faster than linearly (9 min at 1M on 2 cores).
 - ``ivfpq`` beyond: product-quantised codes (a coarse, fast pass) whose best ``k * k_factor``
   candidates are re-scored on fp16 copies of the vectors (``Refine(SQfp16)``: half the memory of
   full vectors, cosines exact to about 1e-3), trained on samples of bounded size, so memory and
@@ -67,10 +67,10 @@ def resolve_index_type(requested: str | None, current: str | None, count: int) -
 
 
 def hnsw_ef_search(count: int) -> int:
-    """Candidates an HNSW search keeps: recall@10 was 1.000 at 100k with 128 and 0.959 at 1M
-    (docs/benchmarks.md), so fewer below 200k and more from 500k on, where a query still takes
-    well under a millisecond."""
-    return 64 if count <= 200_000 else 128 if count <= 500_000 else 256
+    """Candidates an HNSW search keeps. With models/fast on conversation texts (bench.scale,
+    docs/benchmarks.md) recall@10 was 0.929 at 100k with 64, 0.951 at 300k with 128 and 0.964
+    at 1M with 256 (1.6 ms a query), so 128 up to 500k and 256 above."""
+    return 128 if count <= 500_000 else 256
 
 
 def ivf_probes(lists: int) -> int:
