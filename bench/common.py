@@ -122,10 +122,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
-def write_section(name: str, title: str, command: str, body: str) -> None:
-    """Replace (or append) one section of docs/benchmarks.md, stamped with machine and date."""
+def write_section(name: str, title: str, command: str, body: str, measured: datetime | None = None) -> None:
+    """Replace (or append) one section of docs/benchmarks.md, stamped with machine and date
+    (``measured``: when the figures were taken, if not now)."""
     start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-    section = (f"{start}\n## {title}\n\nMeasured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}.\n"
+    stamp = f"{measured or datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}"
+    section = (f"{start}\n## {title}\n\nMeasured {stamp}.\n"
                f"Rerun: `{command}`\n\n{body}\n{end}")
     REPORT.parent.mkdir(exist_ok=True)
     text = REPORT.read_text() if REPORT.exists() else (

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,17 +154,78 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+TARGET_SIZE = 1_000_000
+TARGET_RECALL = 0.95
+TARGET_P50_MS = {"hnsw": 2.0, "ivfpq": 5.0}
+TARGET_RSS_BEYOND_FAISS_MIB = 1536
+
+
+def targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The scale targets, each with what the rows at TARGET_SIZE measured and whether it is met:
+    recall@10 and p50 of the type ``auto`` picks there, and every type's peak RSS beyond its
+    FAISS index while indexing."""
+    at_size = [row for row in rows if row["size"] == TARGET_SIZE]
+    checks = []
+    for row in at_size:
+        beyond = row["peak_rss_mib"] - row["faiss_mib"]
+        checks.append((f"peak RSS beyond the FAISS index, {row['type']} at {TARGET_SIZE:,}",
+                       f"{beyond:,.0f} MiB (<= {TARGET_RSS_BEYOND_FAISS_MIB:,})",
+                       "met" if beyond <= TARGET_RSS_BEYOND_FAISS_MIB else "**missed**"))
+        if row["type"] == row["auto_picks"] and row["type"] in TARGET_P50_MS:
+            limit = TARGET_P50_MS[row["type"]]
+            checks.append((f"recall@10 of auto's pick ({row['type']}) at {TARGET_SIZE:,}",
+                           f"{row['recall_at_10']:.3f} (>= {TARGET_RECALL})",
+                           "met" if row["recall_at_10"] >= TARGET_RECALL else "**missed**"))
+            checks.append((f"p50 of auto's pick ({row['type']}) at {TARGET_SIZE:,}",
+                           f"{row['p50_ms']:.2f} ms (<= {limit})",
+                           "met" if row["p50_ms"] <= limit else "**missed**"))
+    return checks
+
+
+def report(results: Path) -> None:
+    """The section of docs/benchmarks.md (and the plot) from a run's scale.json."""
+    run = json.loads(results.read_text())
+    rows = run["rows"]
+    plotted = plot(rows, results.parent / "scale.png")
+    table = markdown_table(
+        ["questions", "type", "auto picks", "parameters", "build s", "of which embedding s",
+         "peak RSS MiB", "FAISS MiB", "index dir MiB", "recall@10", "p50 ms", "p99 ms"],
+        [(f"{r['size']:,}", r["type"], r["auto_picks"], r["parameters"] or "", f"{r['build_s']:,.1f}",
+          f"{r['embed_s']:,.1f}", f"{r['peak_rss_mib']:,.0f}", f"{r['faiss_mib']:,.1f}",
+          f"{r['directory_mib']:,.0f}", f"{r['recall_at_10']:.3f}", f"{r['p50_ms']:.2f}",
+          f"{r['p99_ms']:.2f}") for r in rows])
+    checks = targets(rows)
+    figure = (f"\n\n![scale]({os.path.relpath(results.parent / 'scale.png', ROOT / 'docs')})"
+              if plotted else "")
+    body = (f"Model `{run['model']}`; distinct conversation texts, {run['queries']:,} held out as "
+            f"queries; SQLite store; index runs on {run['cpus']} cores; latency of one query at a "
+            "time after encoding, on one thread, with the search settings the build recorded; "
+            "recall@10 against the flat (exact) index.\n\n" + table
+            + ("\n\n" + markdown_table(["target", "measured", ""], checks) if checks else "") + figure)
+    sizes = " ".join(str(size) for size in dict.fromkeys(row["size"] for row in rows))
+    measured = run.get("measured_utc")
+    write_section("scale", "Scale: index types by collection size",
+                  f"python -m bench.scale --model {run['model']} --sizes {sizes}", body,
+                  measured=datetime.fromisoformat(measured) if measured
+                  else datetime.fromtimestamp(results.stat().st_mtime, UTC))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="models/fast")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--types", nargs="+", default=list(TYPES), choices=TYPES)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scale")
+    parser.add_argument("--report", action="store_true",
+                        help="only rewrite the section and plot from --out's scale.json")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child_main(args.child, args.source, args.model, args.types[0])
+        return
+    if args.report:
+        report(args.out / "scale.json")
         return
     from train.inference import load_encoder
 
@@ -176,22 +238,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(
         {"model": args.model, "queries": QUERIES, "k": K, "search_threads": 1, "cpus": os.cpu_count(),
-         "rows": rows}, indent=2) + "\n")
-    plotted = plot(rows, args.out / "scale.png")
-    table = markdown_table(
-        ["questions", "type", "auto picks", "parameters", "build s", "of which embedding s",
-         "peak RSS MiB", "FAISS MiB", "index dir MiB", "recall@10", "p50 ms", "p99 ms"],
-        [(f"{r['size']:,}", r["type"], r["auto_picks"], r["parameters"] or "", f"{r['build_s']:,.1f}",
-          f"{r['embed_s']:,.1f}", f"{r['peak_rss_mib']:,.0f}", f"{r['faiss_mib']:,.1f}",
-          f"{r['directory_mib']:,.0f}", f"{r['recall_at_10']:.3f}", f"{r['p50_ms']:.2f}",
-          f"{r['p99_ms']:.2f}") for r in rows])
-    figure = f"\n\n![scale]({os.path.relpath(args.out / 'scale.png', ROOT / 'docs')})" if plotted else ""
-    body = (f"Model `{args.model}`; distinct conversation texts, {QUERIES:,} held out as queries; "
-            f"SQLite store; index runs on {os.cpu_count()} cores; latency of one query at a time "
-            "after encoding, on one thread, with the search settings the build recorded; "
-            "recall@10 against the flat (exact) index.\n\n" + table + figure)
-    write_section("scale", "Scale: index types by collection size", "python -m bench.scale --model "
-                  f"{args.model} --sizes {' '.join(map(str, args.sizes))}", body)
+         "measured_utc": datetime.now(UTC).isoformat(timespec="minutes"), "rows": rows}, indent=2) + "\n")
+    report(args.out / "scale.json")
 
 
 if __name__ == "__main__":
