@@ -16,9 +16,10 @@ import pytest
 from helpers import ROOT, collection, write_jsonl
 
 from indexer.build import IndexOptions, index_sources
+from train import model_io
 from train.encoders import VOCABULARY_ENCODERS
 from train.inference import load_encoder
-from train.model_io import ONNX_FILE, ModelError, pretrained_export_dir
+from train.model_io import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
 from train.onnx_export import export_onnx
 from train.text import Vocabulary
 from train.trained_model import TrainedModel, load_model, save_model
@@ -127,3 +128,27 @@ def test_search_and_similar_import_nothing_heavy(tmp_path, model):
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stderr.strip().splitlines()[-1]) == {"heavy": []}, command
         assert result.stdout.strip()
+
+
+def test_weights_fingerprint_is_remembered_until_the_weights_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    weights = model / "model.safetensors"
+    weights.write_bytes(b"first weights")
+    hashed, files_sha256 = [], model_io.files_sha256
+    monkeypatch.setattr(model_io, "files_sha256", lambda paths: hashed.append(paths) or files_sha256(paths))
+    first = weights_fingerprint(model)
+    assert weights_fingerprint(model) == first and len(hashed) == 1  # the second is remembered
+    weights.write_bytes(b"other weights, longer")
+    assert weights_fingerprint(model) != first and len(hashed) == 2
+
+
+def test_weights_fingerprint_works_where_the_cache_cannot_be_written(tmp_path, monkeypatch):
+    blocker = tmp_path / "a file, not a folder"
+    blocker.write_text("")
+    monkeypatch.setenv("ASKALIKE_CACHE", str(blocker / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    assert weights_fingerprint(model) == weights_fingerprint(model)
