@@ -68,8 +68,8 @@ def resolve_index_type(requested: str | None, current: str | None, count: int) -
 
 def hnsw_ef_search(count: int) -> int:
     """Candidates an HNSW search keeps. With models/fast on conversation texts (bench.scale,
-    docs/benchmarks.md) recall@10 was 0.929 at 100k with 64, 0.951 at 300k with 128 and 0.964
-    at 1M with 256 (1.6 ms a query), so 128 up to 500k and 256 above."""
+    docs/benchmarks.md) recall@10 was 0.929 at 100k with 64 (0.979 with 128, 0.47 ms a query),
+    0.951 at 300k with 128 and 0.964 at 1M with 256 (1.6 ms), so 128 up to 500k and 256 above."""
     return 128 if count <= 500_000 else 256
 
 
