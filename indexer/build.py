@@ -328,9 +328,12 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             to_embed = survey.added + survey.reembedded
             if not to_embed:  # no cluster to start for nothing
                 options = replace(options, engine=Engine.in_process)
-            with _engine_session(options):  # once the sources are checked: a bad row stops the run first
-                _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
-                                 report)
+            if to_embed or survey.metadata_updated:
+                with _engine_session(options):  # once the sources are checked: a bad row stops the run first
+                    _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
+                                     report)
+            else:  # nothing to write: no second reading of the sources
+                report.unchanged = survey.unchanged
             if options.prune:
                 report.removed = store.delete(_stale_ids(store, files))
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None

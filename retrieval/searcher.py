@@ -151,7 +151,7 @@ class Searcher:
         spec = model or identity.model
 
         try:
-            if tuning is not None:
+            if tuning is not None and tuning != SearchTuning():  # else load_faiss applied them
                 configure_search(self.index.faiss, tuning.applied(manifest.index_type, manifest.parameters))
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
@@ -159,12 +159,17 @@ class Searcher:
                                  "with the new model", SearchError)
             self.encoder = encoder or load_encoder(spec)
             tuned = hybrid_dense_weight(spec)
-            self.gpu_faiss = gpu_copy(self.index.faiss)  # None without GPU FAISS and a GPU
         except BaseException:
             self.index.close()
             raise
         self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
         self.default_mode = default_mode(tuned) if self.index.manifest.lexical_file else SearchMode.dense
+
+    @cached_property
+    def gpu_faiss(self) -> faiss.Index | None:
+        """The flat index copied to the GPUs on the first dense search (a lexical or filtered
+        one never pays for CUDA's start); None without GPU FAISS and a GPU."""
+        return gpu_copy(self.index.faiss)
 
     def close(self) -> None:
         self.index.close()
