@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import numpy as np
+
 from train.cqa_questions import read_cqa_collection
 from train.data_dir import resolve_data_dir
 from train.datasets import read_conversations
@@ -114,6 +116,11 @@ def machine() -> str:
             f"Python {platform.python_version()}; "
             + versions(["torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers", "transformers",
                         "numpy", "sqlalchemy"]))
+
+
+def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
+    """The mean share of each query's exact top k (a row of ``exact``) among those ``found``."""
+    return float(np.mean([len(set(f) & set(e)) / len(e) for f, e in zip(found, exact, strict=True)]))
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -26,8 +26,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import ROOT, markdown_table, write_section
-from bench.scale import K, latencies_ms, recall_at_k, split_texts
+from bench.common import ROOT, markdown_table, recall_at_k, write_section
+from bench.scale import K, latencies_ms, split_texts
 from train.model_io import PRETRAINED
 
 PEER_MODEL = "all-MiniLM-L6-v2"

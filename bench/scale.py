@@ -33,7 +33,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import ROOT, conversation_texts, markdown_table, write_section
+from bench.common import ROOT, conversation_texts, markdown_table, recall_at_k, write_section
 from indexer.tuning import auto_index_type
 
 QUERIES = 1000
@@ -75,10 +75,6 @@ def latencies_ms(index: faiss.Index, queries: np.ndarray) -> tuple[float, float,
         found.append(ids[0])
     faiss.omp_set_num_threads(threads)
     return float(np.percentile(times, 50)), float(np.percentile(times, 99)), np.stack(found)
-
-
-def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact, strict=True)]))
 
 
 def measure(index_dir: Path, queries: np.ndarray, exact: np.ndarray | None) -> dict[str, Any]:

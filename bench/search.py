@@ -20,7 +20,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from bench.common import markdown_table, real_questions, varied_questions, write_section
+from bench.common import markdown_table, real_questions, recall_at_k, varied_questions, write_section
 from indexer.choices import INDEX_TYPES
 from indexer.tuning import choose_parameters
 from indexer.vector_index import (
@@ -69,10 +69,6 @@ def latencies(index: faiss.Index, queries: np.ndarray) -> tuple[float, float, fl
     index.search(queries, K)
     batched = (time.perf_counter() - started) * 1000 / len(queries)
     return float(np.percentile(single, 50)), float(np.percentile(single, 99)), batched
-
-
-def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact, strict=True)]))
 
 
 def main() -> None:

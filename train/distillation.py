@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from train.batching import text_key
 from train.data_dir import DataError
-from train.files import atomic_write
+from train.files import atomic_write, write_text_atomically
 from train.inference import Encoder
 from train.model_io import ONNX_FILE
 
@@ -58,8 +58,7 @@ TEXTS_FILE = "texts.json"
 def write_distillation_texts(cache_dir: Path, texts: Sequence[str]) -> None:
     """Record the sample beside its teacher vectors, so that a later stage can reuse both."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_write(cache_dir / TEXTS_FILE) as temporary:
-        temporary.write_text(json.dumps(list(texts), ensure_ascii=False), encoding="utf-8")
+    write_text_atomically(cache_dir / TEXTS_FILE, json.dumps(list(texts), ensure_ascii=False))
 
 
 def read_distillation_texts(cache_dir: Path) -> list[str]:
