@@ -40,7 +40,7 @@ def model_figures(encoder: Encoder, data_dir: Path, with_test: bool) -> dict[str
     for split in splits["cqa"]:
         cqa_split = load_cqa_split(data_dir, split)
         for name, reranker in rerankers.items():
-            cqa[name][split] = _map(cqa_split, reranker.scores(cqa_split.questions))
+            cqa[name][split] = cqa_map(cqa_split, reranker.scores(cqa_split.questions))
     return {"stsb": stsb, **cqa, "hybrid_dense_weight": weight}
 
 
@@ -56,7 +56,7 @@ def record_figures(directory: Path, figures: dict[str, Any], of_torch_model: boo
         update_model_config(directory, **{HYBRID_WEIGHT_KEY: figures[HYBRID_WEIGHT_KEY]})
 
 
-def _map(split: CqaSplit, scores: list[list[float]]) -> float:
+def cqa_map(split: CqaSplit, scores: list[list[float]]) -> float:
     return evaluate_scores(split, "model", scores).report.summary()["map"]
 
 
@@ -66,7 +66,7 @@ def tune_dense_weight(encoder: Encoder, split: CqaSplit) -> tuple[float, float]:
     alone), so the tuned hybrid is never below dense on the split it was tuned on."""
     dense = Reranker(encoder).scores(split.questions)
     lexical = Reranker.lexical_scores(split.questions)
-    results = [(_map(split, [fuse_lists(d, lex, weight) for d, lex in zip(dense, lexical, strict=True)]),
+    results = [(cqa_map(split, [fuse_lists(d, lex, weight) for d, lex in zip(dense, lexical, strict=True)]),
                 weight) for weight in WEIGHT_GRID]
     best_map, best_weight = max(results)
     return best_weight, best_map

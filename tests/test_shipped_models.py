@@ -61,3 +61,4 @@ def test_shipped_transformer_export_runs_fused_quantised_attention():
     layers = load_model(MODELS / "accurate").encoder.transformer.config.num_hidden_layers
     assert operators.count("QAttention") == layers
     assert "Softmax" not in operators  # no attention left unfused
+    assert "MatMul" not in operators  # every weight's product in int8 (MatMulInteger)

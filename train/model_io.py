@@ -78,8 +78,8 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
 
 
 # bumped when train.onnx_export writes a different graph, so that cached exports are redone
-# (2: attention fused by ONNX Runtime's optimiser)
-EXPORT_FORMAT = 2
+# (2: attention fused by ONNX Runtime's optimiser; 3: every MatMul with a weight in int8)
+EXPORT_FORMAT = 3
 
 
 def pretrained_export_dir(name: str) -> Path:
