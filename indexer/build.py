@@ -298,7 +298,7 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
                 raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
                                  "name one with --source; nothing deleted")
             removed = store.delete([rows[0][0] for rows in matches.values()])
-            sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url)
+            sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url, manifest)
             return removed
 
 
@@ -342,6 +342,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                 options.index_type, manifest_before.index_type if manifest_before else None, store.count())
             with index_progress(options.show_progress) as progress:
                 manifest, report.faiss_rebuilt = sync_vector_index(
-                    index_dir, store, identity, report.index_type, database, only_added, progress=progress)
+                    index_dir, store, identity, report.index_type, database, manifest_before, only_added,
+                    progress=progress)
             report.total, report.parameters = manifest.count, manifest.parameters
             return report

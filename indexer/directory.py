@@ -209,5 +209,5 @@ def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
                                           "`askalike index` first")
             index_type, _ = resolve_index_type(None, manifest.index_type if manifest else None,
                                                store.count())
-            rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, rebuild=True)
+            rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, manifest, rebuild=True)
             return rebuilt

@@ -23,7 +23,7 @@ from indexer.choices import OnError
 from train.datasets import DataError, json_lines, numbered_lines
 from train.text import join_subject_body
 
-SUBJECT_COLUMNS = ("subject", "title")
+SUBJECT_COLUMNS = ("subject", "title", "question", "text")  # the first one a source has
 BODY_COLUMN = "body"
 ID_COLUMN = "id"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines

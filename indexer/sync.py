@@ -22,7 +22,6 @@ from indexer.manifest import (
     lexical_file_name,
     load_faiss,
     load_lexical,
-    read_manifest,
     write_manifest,
 )
 from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
@@ -89,13 +88,13 @@ def _extended(index: faiss.Index, store: Store, dim: int, count: int,
 
 
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
-                      database: str, only_added: bool = False, rebuild: bool = False,
-                      progress: Progress | None = None) -> tuple[Manifest, bool]:
-    """Bring the FAISS file and the BM25 file up to the store's generation. When the manifest's
-    files were current before this run and the run only added questions, the new vectors and
-    texts are appended; otherwise (and always with ``rebuild``) both are rebuilt from the store.
-    Returns the manifest and whether the FAISS file was rebuilt."""
-    manifest = read_manifest(index_dir)
+                      database: str, manifest: Manifest | None, only_added: bool = False,
+                      rebuild: bool = False, progress: Progress | None = None) -> tuple[Manifest, bool]:
+    """Bring the FAISS file and the BM25 file up to the store's generation. ``manifest`` is the
+    directory's as the caller read it under the index lock (None: none, or unreadable, which a
+    repair rebuilds). When its files were current before this run and the run only added
+    questions, the new vectors and texts are appended; otherwise (and always with ``rebuild``)
+    both are rebuilt from the store. Returns the manifest and whether the FAISS file was rebuilt."""
     generation, count = store.generation(), store.count()
     index = None
     if (not rebuild and manifest is not None and manifest.index_type == index_type

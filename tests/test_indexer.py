@@ -197,6 +197,18 @@ def test_corrupted_faiss_file_is_detected_and_repaired(tmp_path, tiny_model):
     assert search_ids(index_dir, None, tiny_model, collection()[5]["body"])[0] == "q5"
 
 
+def test_an_unreadable_manifest_is_rebuilt_by_repair(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "q.jsonl", collection())
+    index_dir = tmp_path / "index"
+    index_sources(index_dir, [source], str(tiny_model), options=QUIET)
+    (index_dir / "manifest.json").write_text("{broken")
+    with pytest.raises(IndexDirectoryError, match=r"unreadable manifest.*check --repair"):
+        open_index(index_dir)
+    repair_index(index_dir)
+    assert check_index(index_dir).ok
+    assert search_ids(index_dir, None, tiny_model, collection()[5]["body"])[0] == "q5"
+
+
 def test_check_reports_an_index_behind_its_database(tmp_path, tiny_model):
     source = write_jsonl(tmp_path / "q.jsonl", collection())
     index_dir = tmp_path / "index"

@@ -36,6 +36,15 @@ def test_csv_with_title_body_and_metadata(tmp_path):
     assert questions[1].line == 3
 
 
+def test_csv_with_a_question_column_and_jsonl_with_a_text_key(tmp_path):
+    csv_path = write_bytes(tmp_path / "q.csv", b"id,question\n1,How do I renew my visa?\n")
+    jsonl_path = write_bytes(tmp_path / "q.jsonl",
+                             b'{"id": 2, "text": "Best beach for kids", "title": "Beach"}\n')
+    assert [(q.external_id, q.subject) for q in read(csv_path)[0]] == [("1", "How do I renew my visa?")]
+    (question,) = read(jsonl_path)[0]  # the first text column wins; the other is metadata
+    assert (question.subject, question.metadata) == ("Beach", {"text": "Best beach for kids"})
+
+
 def test_tsv_and_gzip(tmp_path):
     import gzip
 
