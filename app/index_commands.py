@@ -31,8 +31,8 @@ IndexType = typer.Option(
 @app.command("index")
 def index(
     sources: Annotated[list[Path], typer.Argument(
-        help="Question files: .jsonl, .csv, .tsv (columns id, subject or title, body, any metadata), "
-             ".txt (one question a line) or SemEval CQA .xml.")],
+        help="Question files: .jsonl, .csv, .tsv (columns id, subject or title or question or text, body, "
+             "any metadata), .txt (one question a line) or SemEval CQA .xml.")],
     model: Annotated[str | None, typer.Option(
         "--model", help="A model directory or pretrained:NAME.",
         show_default="the index's own; for a new index the shipped models/accurate")] = None,

@@ -21,8 +21,7 @@ from retrieval.cqa_runs import load_cqa_split
 from retrieval.model_card import cqa_map
 from retrieval.reranker import Reranker
 from train.data_dir import resolve_data_dir
-from train.datasets import read_sts_benchmark, stsb_path
-from train.evaluation import evaluate_sts
+from train.evaluation import evaluate_stsb
 from train.inference import Encoder, load_encoder
 from train.model_io import ONNX_FILE
 from train.onnx_export import quantizable_nodes, quantize_nodes
@@ -32,7 +31,7 @@ VARIANTS = {  # roles in int8; the fused attention takes the query/key/value pro
     "fp32": (),
     "feed-forward input, embeddings": ("expanding", "embeddings"),
     "+ attention output": ("expanding", "square", "embeddings"),
-    "+ query/key/value (the previous export)": ("expanding", "square", "attention", "embeddings"),
+    "+ query/key/value": ("expanding", "square", "attention", "embeddings"),
     "feed-forward input and output, embeddings": ("expanding", "contracting", "embeddings"),
     "every MatMul, embeddings": ("expanding", "square", "contracting", "attention", "embeddings"),
 }
@@ -41,10 +40,7 @@ STSB_SPLITS, CQA_SPLITS = ("dev", "test"), ("dev2016", "test2016", "test2017")
 
 
 def figures(encoder: Encoder, data_dir: Path) -> dict[str, float]:
-    result = {}
-    for split in STSB_SPLITS:
-        pairs = list(read_sts_benchmark(stsb_path(data_dir, split)))
-        result[f"stsb {split}"] = evaluate_sts(encoder, pairs)["pearson"]
+    result = {f"stsb {split}": evaluate_stsb(encoder, data_dir, split)["pearson"] for split in STSB_SPLITS}
     for split in CQA_SPLITS:
         cqa_split = load_cqa_split(data_dir, split)
         result[split] = 100 * cqa_map(cqa_split, Reranker(encoder).scores(cqa_split.questions))
@@ -53,12 +49,13 @@ def figures(encoder: Encoder, data_dir: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="models/accurate")
+    parser.add_argument("--model", default="models/accurate", help="a transformer model directory")
     parser.add_argument("--questions", type=int, default=1000, help="texts for cosine and speed")
     args = parser.parse_args()
     data_dir = resolve_data_dir(None)
-    texts = real_questions(args.questions)
-    rows, measured = [], {}
+    texts = real_questions(args.questions, data_dir)
+    rows: list[list[str]] = []
+    measured: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         fp32_dir = Path(scratch) / "fp32"
         shutil.copytree(args.model, fp32_dir, ignore=shutil.ignore_patterns(ONNX_FILE))

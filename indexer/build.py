@@ -342,7 +342,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                 options.index_type, manifest_before.index_type if manifest_before else None, store.count())
             with index_progress(options.show_progress) as progress:
                 manifest, report.faiss_rebuilt = sync_vector_index(
-                    index_dir, store, identity, report.index_type, database, manifest_before, only_added,
-                    progress=progress)
+                    index_dir, store, identity, report.index_type, database, manifest_before,
+                    only_added=only_added, progress=progress)
             report.total, report.parameters = manifest.count, manifest.parameters
             return report

@@ -139,8 +139,9 @@ class RayEmbedder:
             fn_kwargs={"model": self.model, "fingerprint": self.fingerprint,
                        "batch_size": self.batch_size, "threads": self.threads})
         vectors.context.execution_options.preserve_order = True
-        # Ray Data reserves half of the CPUs for each operator by default, which on a small cluster
-        # left one task running at a time: without it, every CPU embeds (1.6x on 2 cores)
+        # Ray Data reserves half of the cluster's resources, split among its operators, which on a
+        # small cluster left one task running at a time: without it every CPU embeds (1.6x on 2
+        # cores). Read-ahead stays bounded by the window (WINDOW_TEXTS).
         vectors.context.op_resource_reservation_enabled = False
         vectors.context.enable_progress_bars = False  # the run has its own
         return vectors

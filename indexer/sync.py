@@ -88,7 +88,7 @@ def _extended(index: faiss.Index, store: Store, dim: int, count: int,
 
 
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
-                      database: str, manifest: Manifest | None, only_added: bool = False,
+                      database: str, manifest: Manifest | None, *, only_added: bool = False,
                       rebuild: bool = False, progress: Progress | None = None) -> tuple[Manifest, bool]:
     """Bring the FAISS file and the BM25 file up to the store's generation. ``manifest`` is the
     directory's as the caller read it under the index lock (None: none, or unreadable, which a

@@ -57,6 +57,7 @@ def record_figures(directory: Path, figures: dict[str, Any], of_torch_model: boo
 
 
 def cqa_map(split: CqaSplit, scores: list[list[float]]) -> float:
+    """Subtask-B MAP (0-1) of ranking each original question's candidates by ``scores``."""
     return evaluate_scores(split, "model", scores).report.summary()["map"]
 
 

@@ -20,7 +20,7 @@ from train import model_io
 from train.encoders import VOCABULARY_ENCODERS
 from train.inference import load_encoder
 from train.model_io import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
-from train.onnx_export import export_onnx
+from train.onnx_export import export_onnx, quantizable_nodes
 from train.text import Vocabulary
 from train.trained_model import TrainedModel, load_model, save_model
 
@@ -60,6 +60,23 @@ def test_transformer_export_is_exact_unquantised_and_close_quantised(tmp_path):
     assert np.min(np.sum(quantised * expected, axis=1)) > 0.98
     export_onnx(load_model(directory).encoder, directory, quantize=False)
     np.testing.assert_allclose(load_encoder(directory).encode(TEXTS), expected, atol=1e-5)
+
+
+def test_the_int8_export_takes_every_matmul_with_a_weight(tmp_path):
+    import torch
+
+    encoder = load_model(saved_model(tmp_path / "transformer", "transformer")).encoder
+    with torch.no_grad():  # an untrained model's layers are copies, whose weights the optimiser shares
+        for parameter in encoder.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    counts = {}
+    for quantize in (False, True):
+        directory = tmp_path / f"quantize-{quantize}"
+        directory.mkdir()
+        export_onnx(encoder, directory, quantize=quantize)
+        roles = quantizable_nodes(directory / ONNX_FILE)
+        counts[quantize] = sum(len(roles[role]) for role in ("expanding", "square", "contracting"))
+    assert counts[False] > 0 and counts[True] == 0
 
 
 def test_a_transformer_saved_without_its_export_is_exported_on_first_use(tmp_path):

@@ -2,8 +2,8 @@
 
 The graph takes the tokenizer's id arrays and returns the pooled (unnormalised) sentence
 embedding, so pooling runs inside ONNX Runtime. ONNX Runtime's transformer optimiser then fuses
-each attention block into one ``Attention`` kernel (see ``_fuse``), and most MatMul weights are
-quantised to int8 (see ``_quantize``).
+each attention block into one ``Attention`` kernel (see ``_fuse``), and every MatMul with a weight,
+the fused attention's projections and the embedding tables are quantised to int8 (see ``_quantize``).
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ def _quiet(logger_name: str) -> Iterator[None]:
 
 def quantizable_nodes(source: Path) -> dict[str, list[str]]:
     """The names of a fused graph's nodes that int8 can take, by role: "attention" (a fused
-    block: its query/key/value projection), "embeddings" (table lookups), and the MatMuls with
-    a weight by its shape, "expanding" (the feed-forward input), "square" (the attention output)
-    and "contracting" (the feed-forward output)."""
+    block: its query/key/value projection), "embeddings" (table lookups), and the MatMuls (or
+    Gemms, in the project's own transformer) with a weight by its shape, "expanding" (the
+    feed-forward input), "square" (the attention output) and "contracting" (the feed-forward
+    output)."""
     import onnx
+    from onnx.helper import get_attribute_value
 
     graph = onnx.load(str(source)).graph
     shapes = {initializer.name: tuple(initializer.dims) for initializer in graph.initializer}
@@ -58,21 +60,28 @@ def quantizable_nodes(source: Path) -> dict[str, list[str]]:
             roles["attention"].append(node.name)
         elif node.op_type == "Gather" and node.input[0] in shapes:
             roles["embeddings"].append(node.name)
-        elif node.op_type == "MatMul" and len(shape := shapes.get(node.input[1], ())) == 2:
-            inputs, outputs = shape
+        elif node.op_type in ("MatMul", "Gemm") and len(shape := shapes.get(node.input[1], ())) == 2:
+            transposed = any(a.name == "transB" and get_attribute_value(a) for a in node.attribute)
+            inputs, outputs = reversed(shape) if transposed else shape
             role = "expanding" if inputs < outputs else "square" if inputs == outputs else "contracting"
             roles[role].append(node.name)
     return roles
 
 
 def quantize_nodes(source: Path, target: Path, nodes: list[str]) -> None:
-    """int8 weights (per output channel) and dynamic int8 activations for ``nodes``."""
+    """int8 weights (per output channel) and dynamic int8 activations for ``nodes``. The others
+    are excluded by name rather than these included: the quantiser takes a Gemm by splitting it
+    into a MatMul of a new name and an Add."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    kinds = ("MatMul", "Gemm", "Attention", "Gather")
+    chosen = set(nodes)
+    others = [node.name for node in onnx.load(str(source)).graph.node
+              if node.op_type in kinds and node.name not in chosen]
     with _quiet(""):  # the quantiser's advice on image models' pre-processing
         quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=True,
-                         nodes_to_quantize=nodes,
+                         op_types_to_quantize=list(kinds), nodes_to_exclude=others,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
