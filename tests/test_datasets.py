@@ -8,7 +8,13 @@ import pytest
 
 from retrieval.cqa_runs import load_cqa_split, read_cqa_run
 from train.corpus import labelled_cqa_pairs
-from train.cqa_questions import CQA_SPLITS, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
+from train.cqa_questions import (
+    CQA_SPLITS,
+    read_cqa_jsonl,
+    read_cqa_threads,
+    read_cqa_xml,
+    read_split_questions,
+)
 from train.data_dir import resolve_data_dir
 from train.datasets import (
     DataError,
@@ -307,8 +313,14 @@ def test_split_gold_mismatch_is_reported(tmp_path: Path):
 
 
 def test_labelled_cqa_pairs_are_the_train_splits_relevant_pairs(data_dir):
-    pairs = labelled_cqa_pairs(data_dir)
-    assert len(pairs) == 1083  # PerfectMatch + Relevant in train part 1 and part 2
+    labelled = labelled_cqa_pairs(data_dir)
+    assert len(labelled) == 1083  # PerfectMatch + Relevant in train part 1 and part 2
     held_out = {q.text for name in ("dev2016", "test2016", "test2017")
                 for q in load_cqa_split(data_dir, name).questions}
-    assert not {original for original, _ in pairs} & held_out
+    assert not {original for (original, _), _ in labelled} & held_out
+    # the hard negatives: the same original's related questions labelled Irrelevant
+    originals = {q.text: q for q in read_split_questions(data_dir, "train")}
+    for (original, relevant), irrelevant in labelled[:50]:
+        labels = {related.text: related.relevant for related in originals[original].related}
+        assert labels[relevant] is True and all(labels[text] is False for text in irrelevant)
+    assert sum(bool(irrelevant) for _, irrelevant in labelled) > 900

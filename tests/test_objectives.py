@@ -87,6 +87,16 @@ def test_embedding_pull_gives_sparse_gradients_to_sparse_embeddings():
     assert sorted(gradient.coalesce().indices()[0].tolist()) == [2, 7]
 
 
+def test_hard_negatives_join_the_candidates_after_the_batch_responses():
+    torch.manual_seed(0)
+    inputs, responses, negatives = torch.randn(3, 6), torch.randn(3, 6), torch.randn(2, 6)
+    head = ResponseSelectionHead(6, residual=True)  # scores are plain dot products
+    candidates = torch.cat([responses, negatives])
+    expected = torch.nn.functional.cross_entropy(inputs @ candidates.T, torch.arange(3))
+    assert torch.allclose(head.loss(inputs, responses, negatives), expected)
+    assert float(head.loss(inputs, responses, responses[[1, 2, 0]] + 0)) > float(head.loss(inputs, responses))
+
+
 def test_residual_response_head_starts_from_the_encoders_dot_products():
     torch.manual_seed(0)
     inputs, responses = torch.randn(5, 6), torch.randn(5, 6)

@@ -15,10 +15,11 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from train.config import parse_config
+from train.config import ConfigError, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
+from train.tasks import ResponseSelection
 from train.trained_model import load_model, save_model
 from train.trainer import Trainer
 
@@ -144,6 +145,29 @@ def test_nli_entailment_pairs_join_the_training_pairs(data_dir):
     data = load_training_data(data_dir, config.data)
     entailed = [(p.premise, p.hypothesis) for p in data.nli if p.label == "entailment"]
     assert entailed and data.pairs == entailed
+
+
+def test_labelled_cqa_pairs_carry_their_originals_irrelevant_questions_as_hard_negatives(data_dir):
+    config = parse_config({"name": "x", "data": {"conversations": [], "qatar_living": [],
+                                                 "labelled_cqa_copies": 2, "cqa_hard_negatives": True}})
+    data = load_training_data(data_dir, config.data)
+    assert len(data.pairs) == 2 * 1083 and len(data.hard_negatives) > 2 * 900
+    copies = len(data.pairs) // 2
+    first = next(i for i in data.hard_negatives if i < copies)
+    assert data.pairs[first] == data.pairs[first + copies]  # the same pair in the second copy
+    # each copy takes the next irrelevant question of its original
+    first_copy = [i for i in data.hard_negatives if i < copies]
+    assert any(data.hard_negatives[i] != data.hard_negatives[i + copies] for i in first_copy)
+    task = ResponseSelection(data.pairs, [], 4, data.hard_negatives)
+    assert task.batch([first])[1] == [data.pairs[first][1], data.hard_negatives[first]]
+    # a negative that is a text of the batch is left out: it would be a second right answer
+    task = ResponseSelection(data.pairs, [], 4, {first: data.pairs[first][1]})
+    assert task.batch([first])[1] == [data.pairs[first][1]]
+
+
+def test_hard_negatives_need_labelled_pairs_and_the_response_objective():
+    with pytest.raises(ConfigError, match="cqa_hard_negatives needs labelled_cqa_copies"):
+        parse_config({"name": "x", "data": {"cqa_hard_negatives": True}})
 
 
 def _weights(model_dir: Path) -> dict[str, torch.Tensor]:

@@ -46,6 +46,9 @@ class DataConfig:
     nli: list[str] = field(default_factory=list)  # stems under nli/, or "sick_train"
     # copies of the CQA train split's labelled (original, relevant related question) pairs
     labelled_cqa_copies: int = 0
+    # each copy of a labelled pair also carries one of its original's irrelevant related
+    # questions as a hard negative (the next one for each copy), for the response objective
+    cqa_hard_negatives: bool = False
     stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
     # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
     # distinct texts drawn from the training pairs and NLI sentences
@@ -156,6 +159,9 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if distills != bool(data.distill_teacher and (data.distill_sentences or data.distill_texts_from)):
         raise ConfigError(f"{where}: distillation needs [training] distill_ratio > 0 together with "
                           "[data] distill_teacher and distill_sentences (or distill_texts_from)")
+    if data.cqa_hard_negatives and not (data.labelled_cqa_copies and config.training.objective == "response"):
+        raise ConfigError(f"{where}: [data] cqa_hard_negatives needs labelled_cqa_copies > 0 and the "
+                          "response objective")
     if data.distill_sentences and data.distill_texts_from:
         raise ConfigError(f"{where}: [data] distill_sentences draws a sample, distill_texts_from "
                           "reuses an earlier run's: choose one")

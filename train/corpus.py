@@ -28,6 +28,7 @@ class TrainingData:
     heldout: list[Pair]  # for P@N; the last pairs of each conversation file
     nli: list[NliPair]
     sts: list[StsPair] = field(default_factory=list)  # scored pairs (STS Benchmark train)
+    hard_negatives: dict[int, str] = field(default_factory=dict)  # pair index -> a wrong response
 
 
 def conversation_pairs(data_dir: Path, stem: str, max_pairs: int = 0) -> tuple[list[Pair], list[Pair]]:
@@ -49,11 +50,17 @@ def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
     return pairs
 
 
-def labelled_cqa_pairs(data_dir: Path) -> list[Pair]:
+def labelled_cqa_pairs(data_dir: Path) -> list[tuple[Pair, list[str]]]:
     """(original question, related question) for every related question labelled PerfectMatch
-    or Relevant in the CQA train split (train part 1 and part 2; never dev or test)."""
-    return [(original.text, related.text) for original in read_split_questions(data_dir, "train")
-            for related in original.related if related.relevant and related.text.strip()]
+    or Relevant in the CQA train split (train part 1 and part 2; never dev or test), each with
+    its original's related questions labelled Irrelevant."""
+    labelled = []
+    for original in read_split_questions(data_dir, "train"):
+        irrelevant = [related.text for related in original.related
+                      if related.relevant is False and related.text.strip()]
+        labelled += [((original.text, related.text), irrelevant) for related in original.related
+                     if related.relevant and related.text.strip()]
+    return labelled
 
 
 def nli_pairs(data_dir: Path, names: list[str]) -> list[NliPair]:
@@ -78,10 +85,15 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
         pairs += train
         heldout += held
     pairs += qatar_living_pairs(data_dir, config.qatar_living)
-    if config.labelled_cqa_copies:
-        pairs += labelled_cqa_pairs(data_dir) * config.labelled_cqa_copies
+    hard_negatives: dict[int, str] = {}
+    labelled = labelled_cqa_pairs(data_dir) if config.labelled_cqa_copies else []
+    for copy in range(config.labelled_cqa_copies):
+        for pair, irrelevant in labelled:
+            if config.cqa_hard_negatives and irrelevant:
+                hard_negatives[len(pairs)] = irrelevant[copy % len(irrelevant)]
+            pairs.append(pair)
     nli = nli_pairs(data_dir, config.nli)
     if config.nli_entailment_pairs:
         pairs += [(pair.premise, pair.hypothesis) for pair in nli if pair.label == "entailment"]
     sts = list(read_sts_benchmark(stsb_path(data_dir, "train"))) if config.stsb_train else []
-    return TrainingData(pairs, heldout, nli, sts)
+    return TrainingData(pairs, heldout, nli, sts, hard_negatives)

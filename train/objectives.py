@@ -73,10 +73,14 @@ class ResponseSelectionHead(nn.Module):
             projected = projected + responses
         return inputs @ projected.T
 
-    def loss(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+    def loss(self, inputs: torch.Tensor, responses: torch.Tensor,
+             hard_negatives: torch.Tensor | None = None) -> torch.Tensor:
         """Cross-entropy of picking each input's own response among all responses of the
-        global batch; ``inputs`` are this worker's rows."""
+        global batch, and this worker's ``hard_negatives`` (wrong responses) if any; ``inputs``
+        are this worker's rows."""
         all_responses = gather_batch(responses)
+        if hard_negatives is not None:
+            all_responses = torch.cat([all_responses, hard_negatives])
         targets = torch.arange(inputs.shape[0], device=inputs.device) + local_offset(inputs.shape[0])
         return F.cross_entropy(self.scores(inputs, all_responses), targets)
 

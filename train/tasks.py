@@ -10,14 +10,14 @@ synchronised under DDP and saved with the model).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from train.batching import unique_text_batches
+from train.batching import text_key, unique_text_batches
 from train.config import TrainingConfig
 from train.corpus import Pair, TrainingData
 from train.datasets import NLI_LABELS, NliPair, StsPair
@@ -109,14 +109,35 @@ class PairTask(Task[Pair]):
 
 
 class ResponseSelection(PairTask):
-    """Yang et al.: pick each input's response among the batch's, through the response head."""
+    """Yang et al.: pick each input's response among the batch's, through the response head,
+    and among the hard negatives its pairs carry (``TrainingData.hard_negatives``): those follow
+    the responses in a batch's second texts, each at most once and never a text of the batch."""
 
     name = "response"
+
+    def __init__(self, pairs: Sequence[Pair], heldout: Sequence[Pair], batch_size: int,
+                 hard_negatives: Mapping[int, str]) -> None:
+        super().__init__(pairs, heldout, batch_size)
+        self.hard_negatives = hard_negatives
+
+    def batch(self, indices: list[int]) -> Batch:
+        inputs, responses, _ = super().batch(indices)
+        seen = {text_key(text) for text in inputs + responses}
+        negatives = []
+        for index in indices:
+            negative = self.hard_negatives.get(index)
+            if negative is not None and (key := text_key(negative)) not in seen:
+                seen.add(key)
+                negatives.append(negative)
+        return inputs, responses + negatives, None
 
     def loss(self, model: TrainingModel, first: list[str], second: list[str],
              labels: torch.Tensor | None, step: int) -> torch.Tensor:
         assert model.response_head is not None
-        return model.response_head.loss(model.encoder.embed(first), model.encoder.embed(second))
+        responses = model.encoder.embed(second)
+        rows = len(first)
+        negatives = responses[rows:] if len(second) > rows else None
+        return model.response_head.loss(model.encoder.embed(first), responses[:rows], negatives)
 
 
 class CseMargin(PairTask):
@@ -226,7 +247,7 @@ def training_tasks(training: TrainingConfig, data: TrainingData, encoder: Senten
         objective = CseMargin(data.pairs, heldout, training.batch_size, encoder, training.margin,
                               training.embedding_pull, training.hard_negative_after)
     else:
-        objective = ResponseSelection(data.pairs, heldout, training.batch_size)
+        objective = ResponseSelection(data.pairs, heldout, training.batch_size, data.hard_negatives)
     auxiliary: list[Task[Any]] = [NliClassification(data.nli, training.nli_batch_size, training.nli_ratio)]
     if distill_vectors is not None:
         auxiliary.append(Distillation(distill_texts, distill_vectors, training.batch_size,
