@@ -4,13 +4,18 @@ report (docs/benchmarks.md) whose sections each script rewrites with its own tab
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import re
+import resource
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,6 +121,21 @@ def machine() -> str:
             f"Python {platform.python_version()}; "
             + versions(["torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers", "transformers",
                         "numpy", "sqlalchemy"]))
+
+
+def run_child(module: str, arguments: Sequence[str], what: str) -> dict[str, Any]:
+    """``python -m module *arguments`` in a fresh process (so that its peak RSS is its own):
+    the JSON object its last line prints; its stderr if it fails."""
+    child = subprocess.run([sys.executable, "-m", module, *arguments], cwd=ROOT, capture_output=True,
+                           text=True)
+    if child.returncode:
+        raise SystemExit(f"{what} failed:\n{child.stderr}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray) -> float:

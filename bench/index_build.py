@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import markdown_table, varied_questions, write_section
+from bench.common import markdown_table, peak_rss_mib, run_child, varied_questions, write_section
 from indexer.build import IndexOptions, index_sources
 from indexer.choices import Engine
 
@@ -41,10 +38,9 @@ def build_once(model: str, size: int, index_type: str, engine: Engine) -> dict[s
                                options=IndexOptions(index_type=index_type, show_progress=False,
                                                     engine=engine))
         seconds = time.perf_counter() - started
-        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         disk = sum(f.stat().st_size for f in (Path(scratch) / "index").rglob("*") if f.is_file())
     return {"size": size, "engine": engine.value, "seconds": seconds, "questions_per_s": size / seconds,
-            "embed_seconds": report.embed_seconds, "peak_rss_mib": peak_kib / 1024,
+            "embed_seconds": report.embed_seconds, "peak_rss_mib": peak_rss_mib(),
             "index_dir_mib": disk / 2**20}
 
 
@@ -69,10 +65,9 @@ def main() -> None:
     results = []
     for size in args.sizes:
         for engine in args.engines:
-            child = subprocess.run([sys.executable, "-m", "bench.index_build", "--model", args.model,
-                                    "--index-type", args.index_type, "--engines", engine.value,
-                                    "--child", str(size)], capture_output=True, text=True, check=True)
-            result = json.loads(child.stdout.strip().splitlines()[-1])
+            result = run_child("bench.index_build", ["--model", args.model, "--index-type", args.index_type,
+                                                     "--engines", engine.value, "--child", str(size)],
+                               f"indexing {size:,} with {engine.value}")
             result["ratio"] = result["seconds"] / next(
                 (r["seconds"] for r in results if r["size"] == size), result["seconds"])
             print(result, flush=True)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +24,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import ROOT, markdown_table, recall_at_k, write_section
+from bench.common import ROOT, markdown_table, peak_rss_mib, recall_at_k, run_child, write_section
 from bench.scale import K, latencies_ms, split_texts
 from train.model_io import PRETRAINED
 
@@ -55,7 +53,7 @@ def build_peer(source: Path, out: Path) -> dict[str, Any]:
     faiss.write_index(hnsw, str(out / "hnsw.faiss"))
     return {"flat_build_s": flat_done - started,
             "hnsw_build_s": (time.perf_counter() - flat_done) + (embedded - started),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mib": peak_rss_mib()}
 
 
 def build_txtai(source: Path, out: Path) -> dict[str, Any]:
@@ -68,19 +66,15 @@ def build_txtai(source: Path, out: Path) -> dict[str, Any]:
     embeddings.index(texts)
     embeddings.save(str(out / "txtai"))
     return {"build_s": time.perf_counter() - started,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mib": peak_rss_mib()}
 
 
 CHILDREN = {"peer": build_peer, "txtai": build_txtai}
 
 
 def in_child(which: str, source: Path, out: Path) -> dict[str, Any]:
-    child = subprocess.run([sys.executable, "-m", "bench.peer_scale", "--child", which,
-                            "--source", str(source), "--out", str(out)],
-                           cwd=ROOT, capture_output=True, text=True)
-    if child.returncode:
-        raise SystemExit(f"{which} failed:\n{child.stderr}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_child("bench.peer_scale", ["--child", which, "--source", str(source), "--out", str(out)],
+                     which)
 
 
 def measured_row(system: str, build_s: float, peak_rss_mib: float, index: faiss.Index | None,

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,15 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import ROOT, conversation_texts, markdown_table, recall_at_k, write_section
+from bench.common import (
+    ROOT,
+    conversation_texts,
+    markdown_table,
+    peak_rss_mib,
+    recall_at_k,
+    run_child,
+    write_section,
+)
 from indexer.tuning import auto_index_type
 
 QUERIES = 1000
@@ -43,12 +49,8 @@ TYPES = ("flat", "hnsw", "ivfpq")
 
 def build_in_child(source: Path, index_dir: Path, model: str, index_type: str) -> dict[str, Any]:
     """Index ``source`` into a new ``index_dir`` in a fresh process; its wall time and peak RSS."""
-    child = subprocess.run([sys.executable, "-m", "bench.scale", "--child", str(index_dir),
-                            "--source", str(source), "--model", model, "--types", index_type],
-                           cwd=ROOT, capture_output=True, text=True)
-    if child.returncode:
-        raise SystemExit(f"indexing {index_type} failed:\n{child.stderr}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_child("bench.scale", ["--child", str(index_dir), "--source", str(source), "--model", model,
+                                     "--types", index_type], f"indexing {index_type}")
 
 
 def child_main(index_dir: Path, source: Path, model: str, index_type: str) -> None:
@@ -58,7 +60,7 @@ def child_main(index_dir: Path, source: Path, model: str, index_type: str) -> No
     report = index_sources(index_dir, [source], model,
                            options=IndexOptions(index_type=index_type, show_progress=False))
     print(json.dumps({"build_s": time.perf_counter() - started, "embed_s": report.embed_seconds,
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "peak_rss_mib": peak_rss_mib(),
                       "parameters": {k: v for k, v in report.parameters.items() if k != "chosen_for"}}))
 
 
