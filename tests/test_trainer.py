@@ -165,6 +165,16 @@ def test_labelled_cqa_pairs_carry_their_originals_irrelevant_questions_as_hard_n
     assert task.batch([first])[1] == [data.pairs[first][1]]
 
 
+def test_a_checkpoint_written_before_a_config_key_existed_still_resumes():
+    from train.trainer import _resumable
+
+    current = small_config("dan").as_dict()
+    older = {**current, "data": {k: v for k, v in current["data"].items() if k != "cqa_hard_negatives"}}
+    assert _resumable(older) == _resumable(current)
+    changed = {**current, "data": {**current["data"], "labelled_cqa_copies": 3}}
+    assert _resumable(changed) != _resumable(current)
+
+
 def test_hard_negatives_need_labelled_pairs_and_the_response_objective():
     with pytest.raises(ConfigError, match="cqa_hard_negatives needs labelled_cqa_copies"):
         parse_config({"name": "x", "data": {"cqa_hard_negatives": True}})

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
-from train.config import TrainConfig
+from train.config import TrainConfig, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_sts_benchmark, read_word_vectors, stsb_path
 from train.distillation import (
@@ -152,7 +152,9 @@ def make_optimizers(model: nn.Module, learning_rate: float,
 
 
 def _resumable(config: dict[str, Any]) -> dict[str, Any]:
-    """What must match to resume a run: everything but the step count (runs may be extended)."""
+    """What must match to resume a run: everything but the step count (runs may be extended).
+    A checkpoint written before a key existed is read with that key's default."""
+    config = parse_config(config).as_dict()
     return {**config, "training": {k: v for k, v in config["training"].items() if k != "steps"}}
 
 
