@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from train.distillation import CHUNK, distillation_loss, distillation_texts, teacher_vectors
+from train.data_dir import DataError
+from train.distillation import (
+    CHUNK,
+    distillation_loss,
+    distillation_rows,
+    distillation_texts,
+    read_in_domain_count,
+    teacher_vectors,
+    write_distillation_texts,
+)
 from train.encoders import DanEncoder
 from train.teacher_init import initialise_from_teacher, pca, zipf_sif_weights
 from train.text import Vocabulary
@@ -28,6 +37,19 @@ def test_distillation_texts_take_the_groups_in_order_and_a_smaller_sample_is_a_p
     assert set(larger[:30]) == set(in_domain)
     assert len(larger) == 120 and all(text.startswith("chat") for text in larger[30:])
     assert distillation_texts([in_domain, general], 45, seed=3) == larger[:45]
+
+
+def test_the_in_domain_prefix_is_repeated_among_the_distillation_rows(tmp_path):
+    assert distillation_rows(5, 2, 3).tolist() == [0, 1, 2, 3, 4, 0, 1, 0, 1]
+    assert distillation_rows(3, 7, 2).tolist() == [0, 1, 2, 0, 1, 2]  # a sample of in-domain texts only
+    assert distillation_rows(4, 2, 1).tolist() == [0, 1, 2, 3]
+    with pytest.raises(DataError, match=r"in_domain\.json.*predates"):
+        read_in_domain_count(tmp_path)
+    write_distillation_texts(tmp_path, ["a", "b", "c"], 2)
+    assert read_in_domain_count(tmp_path) == 2
+    (tmp_path / "in_domain.json").write_text('{"in_domain": -1}')
+    with pytest.raises(DataError, match="must be a count"):
+        read_in_domain_count(tmp_path)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -129,12 +130,16 @@ def test_a_later_stage_starts_from_the_earlier_model_and_reuses_its_teacher_pass
     second = small_settings("dan", steps=2, distill_ratio=0.5)
     second["model"] = {"kind": "dan", "initialise_from": str(tmp_path / "stage1/model")}
     second["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"),
-                       "distill_texts_from": str(tmp_path / "stage1")}
+                       "distill_texts_from": str(tmp_path / "stage1"), "distill_in_domain_copies": 3}
     stage2 = Trainer(parse_config(second), data_dir, tmp_path / "stage2", data)
     stage1_weights = _weights(tmp_path / "stage1/model")
     assert torch.allclose(stage2.model.encoder.words.weight,
                           stage1_weights["encoder.words.weight"].float())
-    assert stage2.tasks["distill"].items == json.loads((tmp_path / "stage1/teacher/texts.json").read_text())
+    distill = stage2.tasks["distill"]
+    assert distill.texts == json.loads((tmp_path / "stage1/teacher/texts.json").read_text())
+    # stage 1's sample is all in-domain (it has no general pool): each text appears three times
+    assert json.loads((tmp_path / "stage1/teacher/in_domain.json").read_text()) == {"in_domain": 300}
+    assert np.array_equal(np.bincount(distill.items), np.full(300, 3))
     stage2.run(show_progress=False)
     assert sorted((tmp_path / "stage1/teacher").glob("chunk-*.npy")) == chunks
 

@@ -57,6 +57,9 @@ class DataConfig:
     # conversation files whose every training text (held-out tails excepted) joins the pool of
     # distillation texts, after the in-domain texts (training pairs, NLI, STS Benchmark train)
     distill_conversations: list[str] = field(default_factory=list)
+    # the sample's in-domain texts appear this many times among the distillation items (1: once
+    # like the others), so that a larger general pool does not dilute them
+    distill_in_domain_copies: int = 1
     # instead of drawing a sample: the texts and cached teacher vectors of an earlier run's
     # teacher pass (RUN_DIR/teacher), e.g. a fine-tuning stage keeping its distillation term
     distill_texts_from: str = ""
@@ -109,7 +112,7 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float
 # keys that must be positive, or at least zero, or a share between 0 and 1
 _POSITIVE = ("steps", "batch_size", "nli_batch_size", "learning_rate", "distill_scale",
              "max_grad_norm", "eval_every", "checkpoint_every", "log_every", "vocabulary_size",
-             "min_count")
+             "min_count", "distill_in_domain_copies")
 _NOT_NEGATIVE = ("oov_buckets", "bigram_buckets", "max_pairs_per_file", "labelled_cqa_copies",
                  "distill_sentences", "margin", "embedding_pull", "hard_negative_after", "eval_pairs")
 _SHARES = ("nli_ratio", "distill_ratio", "sts_ratio")

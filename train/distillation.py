@@ -52,13 +52,37 @@ def distillation_texts(groups: Sequence[Sequence[str]], limit: int, seed: int) -
     return list(chosen.values())
 
 
+def distillation_rows(count: int, in_domain: int, copies: int) -> np.ndarray:
+    """The sample's rows as the distillation task sees them: every text once and the first
+    ``in_domain`` texts (the in-domain group, drawn first) ``copies`` times in all, so that a
+    larger general pool does not dilute the texts the model is used on."""
+    return np.concatenate([np.arange(count), *[np.arange(min(in_domain, count))] * (copies - 1)])
+
+
 TEXTS_FILE = "texts.json"
+IN_DOMAIN_FILE = "in_domain.json"  # how many of the sample's first texts are in-domain
 
 
-def write_distillation_texts(cache_dir: Path, texts: Sequence[str]) -> None:
+def write_distillation_texts(cache_dir: Path, texts: Sequence[str], in_domain: int) -> None:
     """Record the sample beside its teacher vectors, so that a later stage can reuse both."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(cache_dir / TEXTS_FILE, json.dumps(list(texts), ensure_ascii=False))
+    write_text_atomically(cache_dir / IN_DOMAIN_FILE, json.dumps({"in_domain": in_domain}))
+
+
+def read_in_domain_count(cache_dir: Path) -> int:
+    """How many of an earlier run's sampled texts are in-domain (written with its sample)."""
+    path = cache_dir / IN_DOMAIN_FILE
+    try:
+        count = json.loads(path.read_text(encoding="utf-8"))["in_domain"]
+    except FileNotFoundError:
+        raise DataError(path, "not found: the run that drew this sample predates it; rerun its "
+                        "teacher stage (cached teacher vectors are reused)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+        raise DataError(path, f"not a JSON object with an in_domain count ({err})") from None
+    if not isinstance(count, int) or count < 0:
+        raise DataError(path, f"in_domain = {count!r} must be a count")
+    return count
 
 
 def read_distillation_texts(cache_dir: Path) -> list[str]:

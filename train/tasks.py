@@ -188,19 +188,21 @@ class NliClassification(Task[NliPair]):
         return model.nli_head.loss(a, b, labels.to(a.device))
 
 
-class Distillation(Task[str]):
-    """Texts with their teacher vectors as labels; the second texts are unused."""
+class Distillation(Task[int]):
+    """Texts with their teacher vectors as labels; the second texts are unused. The items are
+    rows of the sample (``distillation_rows``: some texts may appear more than once)."""
 
     name = stream = "distill"
     salt = 2
 
-    def __init__(self, texts: Sequence[str], vectors: torch.Tensor, batch_size: int, share: float,
-                 scale: float) -> None:
-        super().__init__(texts, batch_size, share)
-        self.vectors, self.scale = vectors, scale
+    def __init__(self, texts: Sequence[str], vectors: torch.Tensor, rows: np.ndarray,
+                 batch_size: int, share: float, scale: float) -> None:
+        super().__init__(rows, batch_size, share)
+        self.texts, self.vectors, self.scale = texts, vectors, scale
 
     def batch(self, indices: list[int]) -> Batch:
-        return [self.items[i] for i in indices], [], self.vectors[indices]
+        rows = self.items[indices]
+        return [self.texts[row] for row in rows], [], self.vectors[rows]
 
     def loss(self, model: TrainingModel, first: list[str], second: list[str],
              labels: torch.Tensor | None, step: int) -> torch.Tensor:
@@ -238,8 +240,8 @@ def training_model(encoder: SentenceEncoder, training: TrainingConfig,
 
 
 def training_tasks(training: TrainingConfig, data: TrainingData, encoder: SentenceEncoder,
-                   distill_texts: Sequence[str], distill_vectors: torch.Tensor | None
-                   ) -> tuple[PairTask, list[Task[Any]]]:
+                   distill_texts: Sequence[str], distill_vectors: torch.Tensor | None,
+                   distill_rows: np.ndarray) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
     heldout = data.heldout[: training.eval_pairs]
     objective: PairTask
@@ -250,7 +252,8 @@ def training_tasks(training: TrainingConfig, data: TrainingData, encoder: Senten
         objective = ResponseSelection(data.pairs, heldout, training.batch_size, data.hard_negatives)
     auxiliary: list[Task[Any]] = [NliClassification(data.nli, training.nli_batch_size, training.nli_ratio)]
     if distill_vectors is not None:
-        auxiliary.append(Distillation(distill_texts, distill_vectors, training.batch_size,
-                                      training.distill_ratio, training.distill_scale))
+        auxiliary.append(Distillation(distill_texts, distill_vectors, distill_rows,
+                                      training.batch_size, training.distill_ratio,
+                                      training.distill_scale))
     auxiliary.append(StsRegression(data.sts, training.batch_size, training.sts_ratio))
     return objective, [task for task in auxiliary if len(task)]

@@ -27,8 +27,10 @@ from train.config import TrainConfig, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_sts_benchmark, read_word_vectors, stsb_path
 from train.distillation import (
+    distillation_rows,
     distillation_texts,
     read_distillation_texts,
+    read_in_domain_count,
     teacher_vectors,
     write_distillation_texts,
 )
@@ -178,10 +180,10 @@ class Trainer:
         training = config.training
         # the heads are initialised before the teacher pass, which may draw from the same RNG
         model = training_model(encoder, training, self.data)
-        distill_texts, distill_vectors = self._teacher(config)
+        distill_texts, distill_vectors, distill_rows = self._teacher(config)
         self.model = model.to(self.device)
         self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
-                                                        distill_vectors)
+                                                        distill_vectors, distill_rows)
         self.tasks = {task.name: task for task in (self.objective, *self.auxiliary)}
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
@@ -190,27 +192,33 @@ class Trainer:
             self.wrapped = nn.parallel.DistributedDataParallel(
                 self.model, find_unused_parameters=model.nli_head is not None)
 
-    def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None]:
-        """The texts to distill and their teacher vectors (computed once, cached in the run, or
-        read from an earlier run's cache)."""
+    def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None, np.ndarray]:
+        """The texts to distill, their teacher vectors (computed once, cached in the run, or read
+        from an earlier run's cache) and the rows the distillation task draws."""
         if config.training.distill_ratio <= 0:
-            return [], None
+            return [], None, np.arange(0)
         data = config.data
+        weighted = data.distill_in_domain_copies > 1
         if data.distill_texts_from:
             cache_dir = Path(data.distill_texts_from) / "teacher"
             texts = read_distillation_texts(cache_dir)
+            in_domain = read_in_domain_count(cache_dir) if weighted else 0
         else:
             cache_dir = self.run_dir / "teacher"
-            texts = distillation_texts(self._distillation_pool(), data.distill_sentences, config.seed)
+            groups = self._distillation_pool()
+            texts = distillation_texts(groups, data.distill_sentences, config.seed)
+            # a sample's in-domain texts are its prefix: what the in-domain group alone gives
+            in_domain = len(distillation_texts(groups[:1], data.distill_sentences, config.seed))
         waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
         if waits and self.rank != 0:
             dist.barrier()
         if self.rank == 0 and not data.distill_texts_from:
-            write_distillation_texts(cache_dir, texts)
+            write_distillation_texts(cache_dir, texts, in_domain)
         vectors = teacher_vectors(data.distill_teacher, texts, cache_dir)
         if waits and self.rank == 0:
             dist.barrier()
-        return texts, torch.from_numpy(vectors)
+        rows = distillation_rows(len(texts), in_domain, data.distill_in_domain_copies)
+        return texts, torch.from_numpy(vectors), rows
 
     def _distillation_pool(self) -> list[list[str]]:
         """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
