@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--speed-questions", type=int, default=500, help="0: no speed run")
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
+    if not (args.checkpoint / "config.json").is_file():
+        parser.error(f"{args.checkpoint}: not a Hugging Face model directory (no config.json)")
     data_dir = resolve_data_dir(args.data_dir)
     encoder = PretrainedEncoder(args.checkpoint, max_length=128)
     name = args.checkpoint.name
