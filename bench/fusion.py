@@ -20,6 +20,7 @@ from retrieval.model_card import ALL_SPLITS, cqa_map
 from retrieval.reranker import Reranker
 from train.data_dir import resolve_data_dir
 from train.inference import load_encoder
+from train.model_io import ModelError
 
 Fusion = Callable[[Sequence[float], Sequence[float], float], Sequence[float]]
 
@@ -56,7 +57,10 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data_dir)
-    encoder = load_encoder(args.model)
+    try:
+        encoder = load_encoder(args.model)
+    except ModelError as err:
+        parser.error(str(err))
     for name in args.splits:
         split = load_cqa_split(data_dir, name)
         dense = Reranker(encoder).scores(split.questions)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from train.model_io import ModelError
 from train.trained_model import TrainedModel, load_model, save_model
 
 
@@ -52,8 +53,12 @@ def main() -> None:
                         help="the average's distance from the backbone (1: the average itself)")
     parser.add_argument("--backbone", default="pretrained:all-MiniLM-L6-v2")
     args = parser.parse_args()
-    members = [load_model(member) for member in args.members]
-    model = average_models(members, load_model(args.backbone), args.scale)
+    try:
+        members = [load_model(member) for member in args.members]
+        backbone = load_model(args.backbone)
+    except ModelError as err:
+        parser.error(str(err))
+    model = average_models(members, backbone, args.scale)
     model.metrics = {"averaged": args.members, "scale": args.scale}
     save_model(model, args.out, half_precision=True)
     print(f"saved {args.out}: {len(members)} members, scale {args.scale}")
