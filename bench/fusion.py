@@ -9,20 +9,18 @@ on the grid that tuning uses. Choose on dev 2016; other splits are for the recor
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from retrieval.cqa_runs import load_cqa_split
-from retrieval.fusion import WEIGHT_GRID, fuse_lists
-from retrieval.model_card import ALL_SPLITS, cqa_map
+from retrieval.fusion import Fusion, fuse_lists
+from retrieval.model_card import ALL_SPLITS, best_dense_weight
 from retrieval.reranker import Reranker
 from train.data_dir import resolve_data_dir
 from train.inference import load_encoder
 from train.model_io import ModelError
-
-Fusion = Callable[[Sequence[float], Sequence[float], float], Sequence[float]]
 
 
 def ranks(scores: Sequence[float]) -> np.ndarray:
@@ -66,9 +64,7 @@ def main() -> None:
         dense = Reranker(encoder).scores(split.questions)
         lexical = Reranker.lexical_scores(split.questions)
         for method, fusion in FUSIONS.items():
-            best_map, best_weight = max(
-                (cqa_map(split, [fusion(d, lex, w) for d, lex in zip(dense, lexical, strict=True)]), w)
-                for w in WEIGHT_GRID)
+            best_weight, best_map = best_dense_weight(split, dense, lexical, fusion)
             print(f"{name}  {method:18s} best MAP {100 * best_map:.2f} at dense weight {best_weight:.2f}",
                   flush=True)
 

@@ -7,11 +7,13 @@ none); a candidate that only one side retrieved scores 0 on the other.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from enum import StrEnum
 from typing import TypeVar
 
 Key = TypeVar("Key", bound=Hashable)
+# one query's fused scores from its candidates' dense and lexical scores and the dense weight
+Fusion = Callable[[Sequence[float], Sequence[float], float], Sequence[float]]
 WEIGHT_GRID = tuple(step / 20 for step in range(21))  # the dense weights tuning tries
 
 

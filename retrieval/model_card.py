@@ -10,7 +10,7 @@ from typing import Any
 
 from retrieval.cqa import evaluate_scores
 from retrieval.cqa_runs import CqaSplit, load_cqa_split
-from retrieval.fusion import WEIGHT_GRID, SearchMode, fuse_lists
+from retrieval.fusion import WEIGHT_GRID, Fusion, SearchMode, fuse_lists
 from retrieval.reranker import Reranker
 from train.datasets import read_sts_benchmark, stsb_path
 from train.evaluation import evaluate_sts, fit_sts_transform
@@ -65,9 +65,15 @@ def tune_dense_weight(encoder: Encoder, split: CqaSplit) -> tuple[float, float]:
     """The dense weight of hybrid reranking with the best MAP on ``split`` (dev 2016: never a test
     split), and that MAP; a tie goes to the larger dense weight. The grid includes 1.0 (dense
     alone), so the tuned hybrid is never below dense on the split it was tuned on."""
-    dense = Reranker(encoder).scores(split.questions)
-    lexical = Reranker.lexical_scores(split.questions)
-    results = [(cqa_map(split, [fuse_lists(d, lex, weight) for d, lex in zip(dense, lexical, strict=True)]),
+    return best_dense_weight(split, Reranker(encoder).scores(split.questions),
+                             Reranker.lexical_scores(split.questions))
+
+
+def best_dense_weight(split: CqaSplit, dense: list[list[float]], lexical: list[list[float]],
+                      fuse: Fusion = fuse_lists) -> tuple[float, float]:
+    """The weight of ``WEIGHT_GRID`` at which ``fuse`` of the two scores has the best MAP on
+    ``split``, and that MAP; a tie goes to the larger dense weight."""
+    results = [(cqa_map(split, [fuse(d, lex, weight) for d, lex in zip(dense, lexical, strict=True)]),
                 weight) for weight in WEIGHT_GRID]
     best_map, best_weight = max(results)
     return best_weight, best_map
