@@ -31,6 +31,8 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"name": "x", "training": {"stepz": 3}}, "unknown keys"),
     ({"name": "x", "data": {"distill_conversations": ["redit"]}}, "unknown conversation files"),
     ({"name": "x", "model": {"teacher_init": True}}, "teacher_init needs"),
+    ({"name": "x", "data": {"labelled_cqa_copies": 1, "cqa_hard_negatives_from": "n.tsv"}},
+     "goes with cqa_hard_negatives = true"),
     ({"name": "x", "model": {"initialise_from": "runs/a/model", "glove": True}}, "goes without"),
     ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
       "training": {"distill_ratio": 0.5}}, "choose one"),

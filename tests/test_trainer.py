@@ -170,6 +170,21 @@ def test_labelled_cqa_pairs_carry_their_originals_irrelevant_questions_as_hard_n
     assert task.batch([first])[1] == [data.pairs[first][1]]
 
 
+def test_hard_negatives_read_from_a_file_replace_the_threads_irrelevant_questions(data_dir, tmp_path):
+    path = tmp_path / "negatives.tsv"
+    path.write_text("original_id\tnegative\nQ1\tfirst mined\nQ1\tsecond mined\n")
+    config = parse_config({"name": "x", "data": {
+        "conversations": [], "qatar_living": [], "labelled_cqa_copies": 2, "cqa_hard_negatives": True,
+        "cqa_hard_negatives_from": str(path)}})
+    data = load_training_data(data_dir, config.data)
+    copies = len(data.pairs) // 2
+    # only Q1's pairs carry negatives, the file's, the next one for each copy
+    first_copy = sorted(i for i in data.hard_negatives if i < copies)
+    assert first_copy and {data.hard_negatives[i] for i in first_copy} == {"first mined"}
+    assert {data.hard_negatives[i + copies] for i in first_copy} == {"second mined"}
+    assert len(data.hard_negatives) == 2 * len(first_copy)
+
+
 def test_a_checkpoint_written_before_a_config_key_existed_still_resumes():
     from train.trainer import _resumable
 

@@ -49,6 +49,9 @@ class DataConfig:
     # each copy of a labelled pair also carries one of its original's irrelevant related
     # questions as a hard negative (the next one for each copy), for the response objective
     cqa_hard_negatives: bool = False
+    # those hard negatives read instead from a TSV of (original question id, negative text) rows,
+    # best first, e.g. BM25's hits among the other train questions (python -m bench.bm25_negatives)
+    cqa_hard_negatives_from: str = ""
     stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
     # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
     # distinct texts drawn from the training pairs and NLI sentences
@@ -165,6 +168,8 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if data.cqa_hard_negatives and not (data.labelled_cqa_copies and config.training.objective == "response"):
         raise ConfigError(f"{where}: [data] cqa_hard_negatives needs labelled_cqa_copies > 0 and the "
                           "response objective")
+    if data.cqa_hard_negatives_from and not data.cqa_hard_negatives:
+        raise ConfigError(f"{where}: [data] cqa_hard_negatives_from goes with cqa_hard_negatives = true")
     if data.distill_sentences and data.distill_texts_from:
         raise ConfigError(f"{where}: [data] distill_sentences draws a sample, distill_texts_from "
                           "reuses an earlier run's: choose one")

@@ -3,6 +3,7 @@ Living question -> comment pairs, and NLI pairs. Test files are never read here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from train.datasets import (
     NliPair,
     StsPair,
     read_conversations,
+    read_hard_negatives,
     read_nli,
     read_sick,
     read_sts_benchmark,
@@ -50,15 +52,18 @@ def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
     return pairs
 
 
-def labelled_cqa_pairs(data_dir: Path) -> list[tuple[Pair, list[str]]]:
+def labelled_cqa_pairs(data_dir: Path, negatives: Mapping[str, list[str]] | None = None,
+                       ) -> list[tuple[Pair, list[str]]]:
     """(original question, related question) for every related question labelled PerfectMatch
     or Relevant in the CQA train split (train part 1 and part 2; never dev or test), each with
-    its original's related questions labelled Irrelevant."""
+    its original's related questions labelled Irrelevant, or its entry in ``negatives`` (by
+    original question id) where those are given."""
     labelled = []
     for original in read_split_questions(data_dir, "train"):
-        irrelevant = [related.text for related in original.related
-                      if related.relevant is False and related.text.strip()]
-        labelled += [((original.text, related.text), irrelevant) for related in original.related
+        wrong = ([related.text for related in original.related
+                  if related.relevant is False and related.text.strip()]
+                 if negatives is None else negatives.get(original.id, []))
+        labelled += [((original.text, related.text), wrong) for related in original.related
                      if related.relevant and related.text.strip()]
     return labelled
 
@@ -86,7 +91,9 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
         heldout += held
     pairs += qatar_living_pairs(data_dir, config.qatar_living)
     hard_negatives: dict[int, str] = {}
-    labelled = labelled_cqa_pairs(data_dir) if config.labelled_cqa_copies else []
+    mined = (read_hard_negatives(Path(config.cqa_hard_negatives_from))
+             if config.cqa_hard_negatives_from else None)
+    labelled = labelled_cqa_pairs(data_dir, mined) if config.labelled_cqa_copies else []
     for copy in range(config.labelled_cqa_copies):
         for pair, irrelevant in labelled:
             if config.cqa_hard_negatives and irrelevant:

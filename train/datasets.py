@@ -230,6 +230,23 @@ def read_conversations(path: Path) -> Iterator[ConversationPair]:
         yield ConversationPair(input=row[0], response=row[1])
 
 
+HARD_NEGATIVES_HEADER = ["original_id", "negative"]
+
+
+def read_hard_negatives(path: Path) -> dict[str, list[str]]:
+    """TSV with header ``original_id negative``: each CQA original question's hard negatives,
+    in file order (``python -m bench.bm25_negatives`` writes one)."""
+    rows = _tsv_rows(path)
+    _expect_header(path, rows, HARD_NEGATIVES_HEADER)
+    negatives: dict[str, list[str]] = {}
+    for number, row in rows:
+        if len(row) != 2 or not row[0] or not row[1].strip():
+            raise DataError(path, "expected 2 non-empty fields (original_id, negative), "
+                            f"got {len(row)}", number)
+        negatives.setdefault(row[0], []).append(row[1])
+    return negatives
+
+
 def read_word_vectors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
     """GloVe text format: a word, then its float components, space-separated."""
     dimension: int | None = None
