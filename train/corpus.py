@@ -95,9 +95,9 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
              if config.cqa_hard_negatives_from else None)
     labelled = labelled_cqa_pairs(data_dir, mined) if config.labelled_cqa_copies else []
     for copy in range(config.labelled_cqa_copies):
-        for pair, irrelevant in labelled:
-            if config.cqa_hard_negatives and irrelevant:
-                hard_negatives[len(pairs)] = irrelevant[copy % len(irrelevant)]
+        for pair, negatives in labelled:
+            if config.cqa_hard_negatives and negatives:
+                hard_negatives[len(pairs)] = negatives[copy % len(negatives)]
             pairs.append(pair)
     nli = nli_pairs(data_dir, config.nli)
     if config.nli_entailment_pairs:
