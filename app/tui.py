@@ -326,7 +326,9 @@ class SearchApp(App[None]):
     def _show(self, search: Search, results: list[SearchResult], focus_results: bool) -> None:
         self.results = results
         table = self.query_one(DataTable)
-        table.clear()
+        # the columns too: their widths only grow, so an earlier search's long subjects would
+        # keep pushing the source column out of view
+        table.clear(columns=True).add_columns(*RESULT_COLUMNS)
         for result in results:
             table.add_row(*result_row(result, bar_width=6))
         found = f"{len(results)} results" if results else "no results"

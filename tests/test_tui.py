@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import QUIET, ROOT, collection, write_jsonl
+from textual.widgets import DataTable, Input
 
 from app.tui import DEBOUNCE_S, DetailScreen, FilterScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
@@ -103,6 +104,24 @@ async def test_ctrl_t_switches_the_mode_and_searches_again(index_dir):
         assert all({"cheap", "car"} & set(f"{r.subject} {r.body}".lower().split())
                    for r in app.results if r.row_id in lexical) and lexical
         assert dense and app.mode == "dense"
+
+
+@synchronously
+async def test_columns_fit_the_shown_results_not_an_earlier_searchs(index_dir):
+    async def widths(*queries: str) -> list[int]:
+        app = make_app(index_dir)
+        async with app.run_test(size=SIZE) as pilot:
+            for query in queries:
+                box = app.query_one("#query", Input)
+                box.value = ""
+                box.focus()
+                await pilot.press(*query, "enter")
+                await settle(pilot)
+            assert app.query_one("#query", Input).value == queries[-1]
+            return [column.content_width for column in app.query_one(DataTable).columns.values()]
+
+    alone = await widths("visa")  # narrower than "pizza"'s results
+    assert await widths("pizza", "visa") == alone != await widths("pizza")
 
 
 @pytest.mark.slow
