@@ -56,6 +56,16 @@ def test_dan_divides_the_sum_by_sqrt_n():
     assert torch.allclose(encoder(batch)[0], expected, atol=1e-6)
 
 
+def test_dan_residual_branch_starts_at_zero_and_is_saved_in_the_config():
+    torch.manual_seed(0)
+    plain = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,))
+    torch.manual_seed(0)
+    branched = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
+    batch = plain.tokenize(TEXTS)
+    assert torch.equal(plain(batch), branched(batch))
+    assert branched.config()["residual_hidden"] == 20 and "residual_hidden" not in plain.config()
+
+
 def test_cse_is_width_concatenated_sum_pooling():
     encoder = make("cse")
     assert encoder.dim == 3 * 4

@@ -52,6 +52,22 @@ def test_numpy_encoder_equals_the_torch_model(tmp_path, kind):
                                atol=1e-5)
 
 
+def test_numpy_dan_adds_the_residual_branch_as_torch_does(tmp_path):
+    import torch
+
+    from train.encoders import DanEncoder
+
+    torch.manual_seed(0)
+    dan = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
+    torch.nn.init.normal_(dan.residual[2].weight)  # trained: no longer the zero start
+    save_model(TrainedModel(dan), tmp_path / "dan")
+    expected = load_model(tmp_path / "dan").encoder.encode(TEXTS, normalize=False)
+    encoded = load_encoder(tmp_path / "dan").encode(TEXTS, normalize=False)
+    np.testing.assert_allclose(encoded, expected, rtol=1e-4, atol=1e-5)
+    dan.residual = None
+    assert not np.allclose(encoded, dan.encode(TEXTS, normalize=False), atol=1e-3)  # the branch counts
+
+
 def test_transformer_export_is_exact_unquantised_and_close_quantised(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")
     assert json.loads((directory / "config.json").read_text())["inference"]["file"] == ONNX_FILE

@@ -1,7 +1,7 @@
 """Sentence encoders behind one interface: texts in, L2-normalised float32 vectors out.
 
 - DAN (Yang et al. 2018, 2.3.1): word + bigram embeddings summed, divided by sqrt(n), then a
-  feed-forward stack.
+  feed-forward stack (optionally with a residual tanh branch beside it).
 - Transformer (2.3.2): encoder-only self-attention with a sinusoidal timing signal, mean over
   non-padding positions.
 - CSE (Jiao et al. 2018, 3.1): convolutions of widths 1, 2, 3 with linear activation, sum pooled.
@@ -21,6 +21,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from train.text import PAD, Vocabulary
+
+
+def zero_start_branch(width: int, hidden: int, out: int) -> nn.Sequential:
+    """W2 tanh(W1 x) with W2 and its bias at zero: a residual branch that adds nothing until
+    trained, so the model it is added to starts where it was."""
+    branch = nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, out))
+    nn.init.zeros_(branch[2].weight)
+    nn.init.zeros_(branch[2].bias)
+    return branch
 
 
 class SentenceEncoder(nn.Module):
@@ -90,13 +99,18 @@ class VocabularyEncoder(SentenceEncoder):
 
 
 class DanEncoder(VocabularyEncoder):
+    """``residual_hidden`` > 0 adds a tanh branch of that width from the pooled embedding to the
+    output, beside the feed-forward stack: it lets a one-layer (linear) DAN model interactions
+    between words while a teacher-initialised DAN still starts as its static distillation."""
+
     kind = "dan"
 
     def __init__(self, vocabulary: Vocabulary, embedding_dim: int = 300,
                  hidden: Sequence[int] = (300, 300, 500), max_length: int = 64,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, residual_hidden: int = 0) -> None:
         super().__init__(vocabulary, max_length)
         self.embedding_dim, self.hidden, self.dropout = embedding_dim, tuple(hidden), dropout
+        self.residual_hidden = residual_hidden
         self.words = nn.Embedding(vocabulary.word_count, embedding_dim, padding_idx=PAD)
         self.bigrams = (nn.Embedding(vocabulary.bigram_count, embedding_dim, padding_idx=PAD)
                         if vocabulary.bigram_buckets else None)
@@ -108,6 +122,7 @@ class DanEncoder(VocabularyEncoder):
                 layers.append(nn.Tanh())
             width = size
         self.feed_forward = nn.Sequential(*layers)
+        self.residual = zero_start_branch(embedding_dim, residual_hidden, width) if residual_hidden else None
         self.dim = width
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -119,11 +134,17 @@ class DanEncoder(VocabularyEncoder):
             total = total + self.bigrams(bigrams).sum(dim=1)
             count = count + (bigrams != PAD).sum(dim=1)
         combined = total / count.clamp(min=1).unsqueeze(-1).float().sqrt()
-        return self.feed_forward(combined)
+        output = self.feed_forward(combined)
+        if self.residual is not None:
+            output = output + self.residual(combined)
+        return output
 
     def config(self) -> dict[str, Any]:
-        return {"embedding_dim": self.embedding_dim, "hidden": list(self.hidden),
-                "max_length": self.max_length, "dropout": self.dropout}
+        config = {"embedding_dim": self.embedding_dim, "hidden": list(self.hidden),
+                  "max_length": self.max_length, "dropout": self.dropout}
+        if self.residual_hidden:
+            config["residual_hidden"] = self.residual_hidden
+        return config
 
 
 def timing_signal(length: int, channels: int) -> torch.Tensor:

@@ -16,6 +16,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
+from train.encoders import zero_start_branch
+
 
 class _GatherWithGradient(torch.autograd.Function):
     """all_gather whose backward sums every worker's gradient for this worker's slice.
@@ -62,10 +64,8 @@ class ResponseSelectionHead(nn.Module):
     def __init__(self, dim: int, residual: bool = False) -> None:
         super().__init__()
         self.residual = residual
-        self.feed_forward = nn.Sequential(nn.Linear(dim, dim), nn.Tanh(), nn.Linear(dim, dim))
-        if residual:
-            nn.init.zeros_(self.feed_forward[2].weight)
-            nn.init.zeros_(self.feed_forward[2].bias)
+        self.feed_forward = (zero_start_branch(dim, dim, dim) if residual else
+                             nn.Sequential(nn.Linear(dim, dim), nn.Tanh(), nn.Linear(dim, dim)))
 
     def scores(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
         projected = self.feed_forward(responses)

@@ -39,9 +39,26 @@ def _lookup_sum(table: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndar
     return total, mask.sum(axis=1)
 
 
+def _linear_layers(weights: dict[str, np.ndarray], prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (weight.T, bias) pairs of the nn.Linear layers of the nn.Sequential ``prefix``, in
+    order, as float32; empty if the model has none."""
+    ids = sorted({int(key.split(".")[1]) for key in weights if key.startswith(f"{prefix}.")})
+    return [(weights[f"{prefix}.{i}.weight"].T.astype(np.float32),
+             weights[f"{prefix}.{i}.bias"].astype(np.float32)) for i in ids]
+
+
+def _tanh_stack(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Linear layers with tanh between them (not after the last)."""
+    for i, (weight, bias) in enumerate(layers):
+        x = x @ weight + bias
+        if i < len(layers) - 1:
+            x = np.tanh(x)
+    return x
+
+
 class StaticDanEncoder(Encoder):
     """DAN (Yang et al. 2.3.1): (word + bigram embedding sums) / sqrt(n), then a feed-forward
-    stack of linear layers with tanh between them."""
+    stack of linear layers with tanh between them, plus the residual branch if it has one."""
 
     kind = "dan"
 
@@ -49,9 +66,8 @@ class StaticDanEncoder(Encoder):
         self.vocabulary, self.max_length = vocabulary, max_length
         self.words = weights["words.weight"]
         self.bigrams = weights.get("bigrams.weight")
-        layer_ids = sorted({int(key.split(".")[1]) for key in weights if key.startswith("feed_forward.")})
-        self.layers = [(weights[f"feed_forward.{i}.weight"].T.astype(np.float32),
-                        weights[f"feed_forward.{i}.bias"].astype(np.float32)) for i in layer_ids]
+        self.layers = _linear_layers(weights, "feed_forward")
+        self.residual = _linear_layers(weights, "residual")
         self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.shape[1]
 
     @classmethod
@@ -65,12 +81,11 @@ class StaticDanEncoder(Encoder):
         if self.bigrams is not None:
             bigram_total, bigram_count = _lookup_sum(self.bigrams, ids["bigrams"])
             total, count = total + bigram_total, count + bigram_count
-        hidden = total / np.sqrt(np.maximum(count, 1))[:, None]
-        for i, (weight, bias) in enumerate(self.layers):
-            hidden = hidden @ weight + bias
-            if i < len(self.layers) - 1:
-                hidden = np.tanh(hidden)
-        return hidden
+        pooled = total / np.sqrt(np.maximum(count, 1))[:, None]
+        output = _tanh_stack(pooled, self.layers)
+        if self.residual:
+            output += _tanh_stack(pooled, self.residual)
+        return output
 
 
 class StaticCseEncoder(Encoder):
