@@ -34,6 +34,10 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"name": "x", "data": {"labelled_cqa_copies": 1, "cqa_hard_negatives_from": "n.tsv"}},
      "goes with cqa_hard_negatives = true"),
     ({"name": "x", "model": {"initialise_from": "runs/a/model", "glove": True}}, "goes without"),
+    ({"name": "x", "model": {"encoder": {"residual_hiden": 8}}}, r"unknown settings \['residual_hiden'\]"),
+    ({"name": "x", "model": {"encoder": {"hidden": [384, -1]}}}, r"hidden = \[384, -1\] must not"),
+    ({"name": "x", "model": {"initialise_from": "runs/a/model", "encoder": {"hidden": [8]}}},
+     "keeps its encoder's settings"),
     ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
       "training": {"distill_ratio": 0.5}}, "choose one"),
 ])

@@ -146,6 +146,29 @@ def _section(cls: type, values: Any, where: str) -> Any:
     return cls(**values)
 
 
+def _check_encoder_settings(model: ModelConfig, where: str) -> None:
+    """[model.encoder] holds the encoder's constructor arguments: refuse names it does not take
+    and negative sizes here, not as a traceback after the data is read."""
+    import inspect
+
+    from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder
+
+    if model.initialise_from and model.encoder:
+        raise ConfigError(f"{where}: a model started from initialise_from keeps its encoder's "
+                          "settings; leave this section out")
+    encoder_class = PretrainedEncoder if model.kind == "pretrained" else VOCABULARY_ENCODERS[model.kind]
+    accepted = [name for name in inspect.signature(encoder_class).parameters
+                if name not in ("vocabulary", "checkpoint")]
+    unknown = sorted(set(model.encoder) - set(accepted))
+    if unknown:
+        raise ConfigError(f"{where}: unknown settings {unknown} for a {model.kind} encoder "
+                          f"(it takes {accepted})")
+    for name, value in model.encoder.items():
+        numbers = value if isinstance(value, list) else [value]
+        if any(isinstance(n, int | float) and not isinstance(n, bool) and n < 0 for n in numbers):
+            raise ConfigError(f"{where}: {name} = {value!r} must not be negative")
+
+
 def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     values = dict(values)
     sections = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
@@ -182,6 +205,7 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if model.initialise_from and (model.teacher_init or model.glove):
         raise ConfigError(f"{where}: [model] initialise_from starts from a saved model's weights; "
                           "it goes without teacher_init and glove")
+    _check_encoder_settings(model, f"{where} [model.encoder]")
     unknown = sorted(set(config.data.conversations + config.data.distill_conversations)
                      - set(CONVERSATION_FILES))
     if unknown:
