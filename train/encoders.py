@@ -23,12 +23,13 @@ from torch.nn import functional as F
 from train.text import PAD, Vocabulary
 
 
-def zero_start_branch(width: int, hidden: int, out: int) -> nn.Sequential:
-    """W2 tanh(W1 x) with W2 and its bias at zero: a residual branch that adds nothing until
-    trained, so the model it is added to starts where it was."""
+def tanh_feed_forward(width: int, hidden: int, out: int, zero_start: bool = False) -> nn.Sequential:
+    """W2 tanh(W1 x). ``zero_start``: W2 and its bias start at zero, so that as a residual branch
+    it adds nothing until trained and the model it is added to starts where it was."""
     branch = nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, out))
-    nn.init.zeros_(branch[2].weight)
-    nn.init.zeros_(branch[2].bias)
+    if zero_start:
+        nn.init.zeros_(branch[2].weight)
+        nn.init.zeros_(branch[2].bias)
     return branch
 
 
@@ -122,7 +123,8 @@ class DanEncoder(VocabularyEncoder):
                 layers.append(nn.Tanh())
             width = size
         self.feed_forward = nn.Sequential(*layers)
-        self.residual = zero_start_branch(embedding_dim, residual_hidden, width) if residual_hidden else None
+        self.residual = (tanh_feed_forward(embedding_dim, residual_hidden, width, zero_start=True)
+                         if residual_hidden else None)
         self.dim = width
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

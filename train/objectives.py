@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
-from train.encoders import zero_start_branch
+from train.encoders import tanh_feed_forward
 
 
 class _GatherWithGradient(torch.autograd.Function):
@@ -64,8 +64,7 @@ class ResponseSelectionHead(nn.Module):
     def __init__(self, dim: int, residual: bool = False) -> None:
         super().__init__()
         self.residual = residual
-        self.feed_forward = (zero_start_branch(dim, dim, dim) if residual else
-                             nn.Sequential(nn.Linear(dim, dim), nn.Tanh(), nn.Linear(dim, dim)))
+        self.feed_forward = tanh_feed_forward(dim, dim, dim, zero_start=residual)
 
     def scores(self, inputs: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
         projected = self.feed_forward(responses)
