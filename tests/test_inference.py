@@ -52,6 +52,23 @@ def test_numpy_encoder_equals_the_torch_model(tmp_path, kind):
                                atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["dan", "cse"])
+def test_int8_embeddings_are_stored_as_int8_and_read_alike_by_numpy_and_torch(tmp_path, kind):
+    import torch
+    from safetensors.numpy import load_file
+
+    torch.manual_seed(0)
+    trained = TrainedModel(VOCABULARY_ENCODERS[kind](VOCABULARY, **SMALL[kind]))
+    save_model(trained, tmp_path / "int8", half_precision=True, int8_embeddings=True)
+    stored = load_file(str(tmp_path / "int8" / "model.safetensors"))
+    assert stored["encoder.words.weight"].dtype == np.int8
+    expected = load_model(tmp_path / "int8").encoder.encode(TEXTS, normalize=False)
+    np.testing.assert_allclose(load_encoder(tmp_path / "int8").encode(TEXTS, normalize=False),
+                               expected, rtol=1e-4, atol=1e-5)
+    cosines = np.sum(load_encoder(tmp_path / "int8").encode(TEXTS) * trained.encoder.encode(TEXTS), axis=1)
+    assert cosines.min() > 0.999  # what quantising costs the original
+
+
 def test_numpy_dan_adds_the_residual_branch_as_torch_does(tmp_path):
     import torch
 

@@ -21,6 +21,7 @@ from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
 from train.tasks import ResponseSelection
+from train.text import Vocabulary
 from train.trained_model import load_model, save_model
 from train.trainer import Trainer
 
@@ -111,6 +112,24 @@ def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_da
     Trainer(config(12), data_dir, tmp_path / "resumed", data).run(resume=True, show_progress=False)
     straight, resumed = _weights(tmp_path / "straight/model"), _weights(tmp_path / "resumed/model")
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+def test_a_vocabulary_counted_in_the_distillation_sample_has_its_words(data_dir, dialog_data, tmp_path):
+    """vocabulary_from_distillation: the words come from the whole sample (here the pairs plus
+    DailyDialog texts), not from the training pairs alone."""
+    teacher = Trainer(small_config("dan", steps=1), data_dir, tmp_path / "teacher",
+                      TrainingData(dialog_data.pairs[:300], [], []))
+    save_model(teacher.trained_model(), tmp_path / "teacher-model")
+    settings = small_settings("dan", steps=1, distill_ratio=0.5)
+    settings["model"] |= {"vocabulary_size": 100_000, "vocabulary_from_distillation": True}
+    settings["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"), "distill_sentences": 3000,
+                         "distill_conversations": ["dailydialog"]}
+    pairs = dialog_data.pairs[:200]
+    trainer = Trainer(parse_config(settings), data_dir, tmp_path / "run", TrainingData(pairs, [], []))
+    sample = json.loads((tmp_path / "run/teacher/texts.json").read_text())
+    from_sample = Vocabulary.build(sample, 100_000, 2)
+    assert trainer.model.encoder.vocabulary.words == from_sample.words
+    assert len(from_sample.words) > len(Vocabulary.build((t for p in pairs for t in p), 100_000, 2).words)
 
 
 def test_a_later_stage_starts_from_the_earlier_model_and_reuses_its_teacher_pass(

@@ -28,6 +28,9 @@ class ModelConfig:
     pretrained: str = "all-MiniLM-L6-v2"  # with kind = "pretrained"
     vocabulary_size: int = 50_000
     min_count: int = 2
+    # count the vocabulary's words in the distillation sample (e.g. 1M texts, where rarer words
+    # reach min_count) instead of in the training pairs
+    vocabulary_from_distillation: bool = False
     oov_buckets: int = 1000
     bigram_buckets: int = 0
     glove: bool = False  # initialise word embeddings from GloVe 6B 50d (embedding_dim = 50)
@@ -94,6 +97,7 @@ class TrainingConfig:
     checkpoint_every: int = 100
     log_every: int = 10
     half_precision: bool = False  # save fp16 weights
+    int8_embeddings: bool = False  # save the embedding tables as int8 rows, a scale each
 
 
 @dataclass
@@ -205,6 +209,9 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if model.initialise_from and (model.teacher_init or model.glove):
         raise ConfigError(f"{where}: [model] initialise_from starts from a saved model's weights; "
                           "it goes without teacher_init and glove")
+    if model.vocabulary_from_distillation and not (data.distill_sentences and not model.initialise_from):
+        raise ConfigError(f"{where}: [model] vocabulary_from_distillation needs a sample drawn by "
+                          "[data] distill_sentences, and no initialise_from")
     _check_encoder_settings(model, f"{where} [model.encoder]")
     unknown = sorted(set(config.data.conversations + config.data.distill_conversations)
                      - set(CONVERSATION_FILES))

@@ -14,6 +14,7 @@ import numpy as np
 
 from train.inference import Encoder
 from train.model_io import ModelError
+from train.quantization import ROW_SCALE_SUFFIX
 from train.text import PAD, Vocabulary
 
 
@@ -32,10 +33,27 @@ def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
         raise ModelError(f"{path}: cannot read the weights ({err})") from None
 
 
-def _lookup_sum(table: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class EmbeddingTable:
+    """An embedding table as saved: fp16/fp32 rows, or int8 rows with a scale each
+    (``train.quantization``), scaled only where a batch looks them up."""
+
+    def __init__(self, weights: dict[str, np.ndarray], key: str) -> None:
+        self.values = weights[key]
+        self.scale = weights.get(key + ROW_SCALE_SUFFIX)
+
+    @property
+    def dim(self) -> int:
+        return self.values.shape[1]
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        rows = self.values[ids].astype(np.float32, copy=False)
+        return rows if self.scale is None else rows * self.scale[ids][..., None]
+
+
+def _lookup_sum(table: EmbeddingTable, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the sum of the embeddings of its non-padding ids, and how many there are."""
     mask = ids != PAD
-    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table[ids].astype(np.float32, copy=False))
+    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table.rows(ids))
     return total, mask.sum(axis=1)
 
 
@@ -64,11 +82,11 @@ class StaticDanEncoder(Encoder):
 
     def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
         self.vocabulary, self.max_length = vocabulary, max_length
-        self.words = weights["words.weight"]
-        self.bigrams = weights.get("bigrams.weight")
+        self.words = EmbeddingTable(weights, "words.weight")
+        self.bigrams = EmbeddingTable(weights, "bigrams.weight") if "bigrams.weight" in weights else None
         self.layers = _linear_layers(weights, "feed_forward")
         self.residual = _linear_layers(weights, "residual")
-        self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.shape[1]
+        self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.dim
 
     @classmethod
     def from_directory(cls, directory: Path, config: dict[str, Any]) -> StaticDanEncoder:
@@ -97,7 +115,7 @@ class StaticCseEncoder(Encoder):
 
     def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
         self.vocabulary, self.max_length = vocabulary, max_length
-        self.words = weights["words.weight"]
+        self.words = EmbeddingTable(weights, "words.weight")
         kernels = [weights[key] for key in sorted(k for k in weights if k.startswith("convolutions."))]
         # (maps, embedding_dim, width) per width -> (maps * widths, embedding_dim)
         self.projection = np.concatenate([kernel.astype(np.float32).sum(axis=2)

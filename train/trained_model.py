@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.numpy import load_file
+from safetensors.torch import save_file
+from torch import nn
 
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
 from train.model_io import (
@@ -26,6 +28,7 @@ from train.model_io import (
 )
 from train.objectives import NliHead, ResponseSelectionHead
 from train.onnx_export import EXPORTED_KINDS, export_onnx
+from train.quantization import ROW_SCALE_SUFFIX, dequantize_tables, quantize_rows
 from train.text import Vocabulary
 
 
@@ -46,9 +49,20 @@ def _heads_config(model: TrainedModel) -> dict[str, Any]:
     return heads
 
 
-def save_model(model: TrainedModel, directory: Path, half_precision: bool = False) -> None:
+def _quantize_embeddings(encoder: SentenceEncoder, state: dict[str, torch.Tensor]) -> None:
+    """Replace the encoder's embedding tables in ``state`` by int8 rows and their scales."""
+    for name, module in encoder.named_modules():
+        if isinstance(module, nn.Embedding):
+            key = f"encoder.{name}.weight"
+            values, scale = quantize_rows(state[key].detach().float().cpu().numpy())
+            state[key], state[key + ROW_SCALE_SUFFIX] = torch.from_numpy(values), torch.from_numpy(scale)
+
+
+def save_model(model: TrainedModel, directory: Path, half_precision: bool = False,
+               int8_embeddings: bool = False) -> None:
     """Write the model directory via a temporary sibling, then rename it into place. Transformers
-    are also exported to ONNX there, so that queries never need torch."""
+    are also exported to ONNX there, so that queries never need torch. ``int8_embeddings``
+    stores the encoder's embedding tables as int8 rows with a float32 scale each."""
     temporary = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
@@ -64,13 +78,17 @@ def save_model(model: TrainedModel, directory: Path, half_precision: bool = Fals
     else:
         encoder.vocabulary.save(temporary / "vocab.json")  # type: ignore[union-attr]
         state.update({f"encoder.{k}": v for k, v in encoder.state_dict().items()})
+        if int8_embeddings:
+            _quantize_embeddings(encoder, state)
     for name, head in (("response", model.response_head), ("nli", model.nli_head)):
         if head is not None:
             state.update({f"heads.{name}.{k}": v for k, v in head.state_dict().items()})
-    save_file({k: (v.to(dtype) if v.is_floating_point() else v).contiguous().cpu()
-               for k, v in state.items()}, str(temporary / "model.safetensors"))
+    save_file({k: (v.to(dtype) if v.is_floating_point() and not k.endswith(ROW_SCALE_SUFFIX) else v)
+               .contiguous().cpu() for k, v in state.items()}, str(temporary / "model.safetensors"))
     config = {"kind": encoder.kind, "dim": encoder.dim, "encoder": encoder.config(),
               "heads": _heads_config(model), "dtype": str(dtype).removeprefix("torch.")}
+    if int8_embeddings:
+        config["embedding_dtype"] = "int8"
     if encoder.kind in EXPORTED_KINDS:
         config["inference"] = export_onnx(encoder, temporary, weight_dtype=config["dtype"])
     write_model_config(temporary, config)
@@ -105,8 +123,8 @@ def load_model(spec: str | Path) -> TrainedModel:
         json.loads((directory / "metrics.json").read_text()) if (directory / "metrics.json").is_file()
         else {},
     )
-    state = {k: v.float() if v.is_floating_point() else v
-             for k, v in load_file(str(directory / "model.safetensors")).items()}
+    state = {k: torch.from_numpy(v).float() if v.dtype.kind == "f" else torch.from_numpy(v)
+             for k, v in dequantize_tables(load_file(str(directory / "model.safetensors"))).items()}
     modules = (("encoder.", None if kind == PretrainedEncoder.kind else encoder),
                ("heads.response.", model.response_head), ("heads.nli.", model.nli_head))
     for prefix, module in modules:

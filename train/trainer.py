@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -99,8 +99,10 @@ def choose_device() -> torch.device:
     return torch.device("cpu")
 
 
-def build_encoder(config: TrainConfig, data: TrainingData, data_dir: Path,
+def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir: Path,
                   vocabulary: Vocabulary | None, run_dir: Path) -> SentenceEncoder:
+    """The encoder to train: a pretrained one, an earlier stage's, or a new one over
+    ``vocabulary`` (built from ``vocabulary_texts`` when None)."""
     model = config.model
     if model.kind == "pretrained":
         return PretrainedEncoder(PRETRAINED[model.pretrained](), **model.encoder)
@@ -111,8 +113,7 @@ def build_encoder(config: TrainConfig, data: TrainingData, data_dir: Path,
                              f"{encoder.kind} model, the config's kind is {model.kind!r}")
         return encoder.train()
     if vocabulary is None:
-        texts = (text for pair in data.pairs for text in pair)
-        vocabulary = Vocabulary.build(texts, model.vocabulary_size, model.min_count,
+        vocabulary = Vocabulary.build(vocabulary_texts, model.vocabulary_size, model.min_count,
                                       model.oov_buckets, model.bigram_buckets)
     encoder = VOCABULARY_ENCODERS[model.kind](vocabulary, **model.encoder)
     if model.glove:
@@ -173,14 +174,17 @@ class Trainer:
         torch.manual_seed(config.seed)
         vocabulary_path = run_dir / "vocab.json"
         vocabulary = Vocabulary.load(vocabulary_path) if vocabulary_path.is_file() else None
-        encoder = build_encoder(config, self.data, data_dir, vocabulary, run_dir)
+        distill_texts, in_domain, cache_dir = self._distillation_sample(config)
+        vocabulary_texts = (distill_texts if config.model.vocabulary_from_distillation
+                            else (text for pair in self.data.pairs for text in pair))
+        encoder = build_encoder(config, vocabulary_texts, data_dir, vocabulary, run_dir)
         if isinstance(encoder, VocabularyEncoder) and self.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
         # the heads are initialised before the teacher pass, which may draw from the same RNG
         model = training_model(encoder, training, self.data)
-        distill_texts, distill_vectors, distill_rows = self._teacher(config)
+        distill_vectors, distill_rows = self._teacher(config, distill_texts, in_domain, cache_dir)
         self.model = model.to(self.device)
         self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
                                                         distill_vectors, distill_rows)
@@ -192,23 +196,31 @@ class Trainer:
             self.wrapped = nn.parallel.DistributedDataParallel(
                 self.model, find_unused_parameters=model.nli_head is not None)
 
-    def _teacher(self, config: TrainConfig) -> tuple[list[str], torch.Tensor | None, np.ndarray]:
-        """The texts to distill, their teacher vectors (computed once, cached in the run, or read
-        from an earlier run's cache) and the rows the distillation task draws."""
-        if config.training.distill_ratio <= 0:
-            return [], None, np.arange(0)
+    def _distillation_sample(self, config: TrainConfig) -> tuple[list[str], int, Path]:
+        """The texts to distill (drawn, or an earlier run's), how many of their first ones are
+        in-domain (an earlier run's count is read only when they are weighted), and the folder
+        of their teacher vectors."""
         data = config.data
-        weighted = data.distill_in_domain_copies > 1
+        if config.training.distill_ratio <= 0:
+            return [], 0, self.run_dir / "teacher"
         if data.distill_texts_from:
             cache_dir = Path(data.distill_texts_from) / "teacher"
             texts = read_distillation_texts(cache_dir)
-            in_domain = read_in_domain_count(cache_dir) if weighted else 0
-        else:
-            cache_dir = self.run_dir / "teacher"
-            groups = self._distillation_pool()
-            texts = distillation_texts(groups, data.distill_sentences, config.seed)
-            # a sample's in-domain texts are its prefix: what the in-domain group alone gives
-            in_domain = len(distillation_texts(groups[:1], data.distill_sentences, config.seed))
+            weighted = data.distill_in_domain_copies > 1
+            return texts, read_in_domain_count(cache_dir) if weighted else 0, cache_dir
+        groups = self._distillation_pool()
+        texts = distillation_texts(groups, data.distill_sentences, config.seed)
+        # a sample's in-domain texts are its prefix: what the in-domain group alone gives
+        in_domain = len(distillation_texts(groups[:1], data.distill_sentences, config.seed))
+        return texts, in_domain, self.run_dir / "teacher"
+
+    def _teacher(self, config: TrainConfig, texts: list[str], in_domain: int,
+                 cache_dir: Path) -> tuple[torch.Tensor | None, np.ndarray]:
+        """The sample's teacher vectors (computed once, cached in the run, or read from an
+        earlier run's cache) and the rows the distillation task draws."""
+        if config.training.distill_ratio <= 0:
+            return None, np.arange(0)
+        data = config.data
         waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
         if waits and self.rank != 0:
             dist.barrier()
@@ -218,7 +230,7 @@ class Trainer:
         if waits and self.rank == 0:
             dist.barrier()
         rows = distillation_rows(len(texts), in_domain, data.distill_in_domain_copies)
-        return texts, torch.from_numpy(vectors), rows
+        return torch.from_numpy(vectors), rows
 
     def _distillation_pool(self) -> list[list[str]]:
         """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
@@ -383,5 +395,6 @@ class Trainer:
                              "pairs_per_s": self.state.seen_pairs / max(self.state.train_seconds, 1e-9),
                              "train_seconds": round(self.state.train_seconds, 1),
                              "device": str(self.device), "world_size": self.world, **final}
-            save_model(model, self.run_dir / "model", half_precision=training.half_precision)
+            save_model(model, self.run_dir / "model", half_precision=training.half_precision,
+                       int8_embeddings=training.int8_embeddings)
         return model
