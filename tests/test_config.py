@@ -39,6 +39,8 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"name": "x", "model": {"initialise_from": "runs/a/model", "encoder": {"hidden": [8]}}},
      "keeps its encoder's settings"),
     ({"name": "x", "model": {"vocabulary_from_distillation": True}}, "needs a sample drawn"),
+    ({"name": "x", "model": {"kind": "transformer"}, "training": {"int8_embeddings": True}},
+     "int8_embeddings is for the numpy encoders"),
     ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
       "training": {"distill_ratio": 0.5}}, "choose one"),
 ])

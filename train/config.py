@@ -209,6 +209,9 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if model.initialise_from and (model.teacher_init or model.glove):
         raise ConfigError(f"{where}: [model] initialise_from starts from a saved model's weights; "
                           "it goes without teacher_init and glove")
+    if config.training.int8_embeddings and model.kind not in ("dan", "cse"):
+        raise ConfigError(f"{where}: [training] int8_embeddings is for the numpy encoders (dan, cse); "
+                          f"a {model.kind} model is exported to ONNX")
     if model.vocabulary_from_distillation and not (data.distill_sentences and not model.initialise_from):
         raise ConfigError(f"{where}: [model] vocabulary_from_distillation needs a sample drawn by "
                           "[data] distill_sentences, and no initialise_from")

@@ -1,7 +1,8 @@
 """Model directories and names: where a model's files are and what identifies its weights.
 
 A model directory holds ``config.json`` (encoder kind and arguments, head sizes),
-``model.safetensors`` (encoder and head weights, fp16 or fp32), ``vocab.json`` for encoders with
+``model.safetensors`` (encoder and head weights, fp16 or fp32; a DAN's or CSE's embedding tables
+may be int8 rows with a scale each, see ``train.quantization``), ``vocab.json`` for encoders with
 their own vocabulary, ``backbone/`` for a fine-tuned pretrained transformer, ``model.onnx`` (the
 transformer exported for ONNX Runtime) and ``metrics.json`` with its evaluation figures.
 ``pretrained:NAME`` names an untouched peer. This module imports neither torch nor numpy: the
