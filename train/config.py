@@ -212,7 +212,7 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if config.training.int8_embeddings and model.kind not in ("dan", "cse"):
         raise ConfigError(f"{where}: [training] int8_embeddings is for the numpy encoders (dan, cse); "
                           f"a {model.kind} model is exported to ONNX")
-    if model.vocabulary_from_distillation and not (data.distill_sentences and not model.initialise_from):
+    if model.vocabulary_from_distillation and (not data.distill_sentences or model.initialise_from):
         raise ConfigError(f"{where}: [model] vocabulary_from_distillation needs a sample drawn by "
                           "[data] distill_sentences, and no initialise_from")
     _check_encoder_settings(model, f"{where} [model.encoder]")

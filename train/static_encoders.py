@@ -35,7 +35,7 @@ def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
 
 class EmbeddingTable:
     """An embedding table as saved: fp16/fp32 rows, or int8 rows with a scale each
-    (``train.quantization``), scaled only where a batch looks them up."""
+    (``train.quantization``), kept in that form; a lookup converts only the rows it reads."""
 
     def __init__(self, weights: dict[str, np.ndarray], key: str) -> None:
         self.values = weights[key]
@@ -45,15 +45,15 @@ class EmbeddingTable:
     def dim(self) -> int:
         return self.values.shape[1]
 
-    def rows(self, ids: np.ndarray) -> np.ndarray:
-        rows = self.values[ids].astype(np.float32, copy=False)
-        return rows if self.scale is None else rows * self.scale[ids][..., None]
-
 
 def _lookup_sum(table: EmbeddingTable, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the sum of the embeddings of its non-padding ids, and how many there are."""
+    """Per row, the sum of the embeddings of its non-padding ids, and how many there are. An int8
+    table's row scales weigh the sum (one per id) instead of rescaling every looked-up row."""
     mask = ids != PAD
-    total = np.einsum("bl,bld->bd", mask.astype(np.float32), table.rows(ids))
+    weights = mask.astype(np.float32)
+    if table.scale is not None:
+        weights *= table.scale[ids]
+    total = np.einsum("bl,bld->bd", weights, table.values[ids].astype(np.float32, copy=False))
     return total, mask.sum(axis=1)
 
 
