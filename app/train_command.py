@@ -20,12 +20,14 @@ def train(
                                               "config's (a shorter run, or a longer one with "
                                               "--resume).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed instead of the config's (to measure the "
-                                             "variance over seeds).")] = None,
+                                             "variance over seeds); one seed instead of a "
+                                             "config's average_seeds.")] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
     from train.config import ConfigError, load_config
     from train.data_dir import resolve_data_dir
+    from train.seed_average import train_seed_average
     from train.trainer import Trainer  # loads torch training machinery only when training
 
     with user_errors():
@@ -33,10 +35,13 @@ def train(
         if steps is not None:
             parsed.training.steps = steps
         if seed is not None:
-            parsed.seed = seed
+            parsed.seed, parsed.training.average_seeds = seed, []
         directory = run_dir or Path("runs") / parsed.name
         try:
-            Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
+            if parsed.training.average_seeds:
+                train_seed_average(parsed, resolve_data_dir(data_dir), directory, resume=resume)
+            else:
+                Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
         except (FileExistsError, ValueError) as err:
             raise ConfigError(str(err)) from None
     typer.echo(f"saved {directory / 'model'}")

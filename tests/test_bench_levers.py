@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from bench.fusion import FUSIONS, ranks, z_scores
-from bench.weight_average import averaged_state
+from train.seed_average import averaged_state
 
 
 def test_average_is_the_mean_moved_along_its_direction_from_the_origin() -> None:

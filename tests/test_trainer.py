@@ -20,6 +20,7 @@ from train.config import ConfigError, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
+from train.seed_average import train_seed_average
 from train.tasks import ResponseSelection
 from train.text import Vocabulary
 from train.trained_model import load_model, save_model
@@ -369,3 +370,31 @@ def test_two_process_ddp_gradient_equals_the_global_batch_gradient(data_dir, dia
     assert expected.keys() == distributed.keys() and expected
     for name, gradient in expected.items():
         assert torch.allclose(gradient, distributed[name], rtol=1e-4, atol=1e-7), name
+
+
+def test_a_seed_average_trains_each_seed_and_keeps_the_mean_of_their_saved_weights(
+        data_dir, dialog_data, tmp_path):
+    config = small_config("dan", steps=4, average_seeds=[3, 4])
+    data = TrainingData(dialog_data.pairs[:600], dialog_data.heldout, [])
+    train_seed_average(config, data_dir, tmp_path, data=data, show_progress=False)
+    members = [_weights(tmp_path / f"seed-{seed}/model") for seed in (3, 4)]
+    assert not torch.equal(members[0]["encoder.words.weight"], members[1]["encoder.words.weight"])
+    assert json.loads((tmp_path / "seed-4/model/metrics.json").read_text())["steps"] == 4
+    averaged = _weights(tmp_path / "model")
+    for key, value in averaged.items():
+        mean = (members[0][key].float() + members[1][key].float()) / 2
+        assert torch.allclose(value.float(), mean, atol=1e-6), key
+    # resumed, the finished members are read back, not trained again: the same average
+    saved = [(tmp_path / f"seed-{seed}/model/model.safetensors").stat().st_mtime_ns for seed in (3, 4)]
+    train_seed_average(config, data_dir, tmp_path, resume=True, data=data, show_progress=False)
+    assert [(tmp_path / f"seed-{seed}/model/model.safetensors").stat().st_mtime_ns
+            for seed in (3, 4)] == saved
+    assert all(torch.equal(value, _weights(tmp_path / "model")[key]) for key, value in averaged.items())
+    with pytest.raises(FileExistsError):
+        train_seed_average(config, data_dir, tmp_path, data=data, show_progress=False)
+
+
+def test_average_seeds_must_be_distinct_integers():
+    for seeds in ([1, 1], [1, "2"], [True]):
+        with pytest.raises(ConfigError, match="average_seeds"):
+            small_config("dan", average_seeds=seeds)

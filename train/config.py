@@ -98,6 +98,9 @@ class TrainingConfig:
     log_every: int = 10
     half_precision: bool = False  # save fp16 weights
     int8_embeddings: bool = False  # save the embedding tables as int8 rows, a scale each
+    # train once under each of these seeds (RUN_DIR/seed-N) and keep the uniform average of their
+    # weights as RUN_DIR/model (train.seed_average); empty: one run under the config's seed
+    average_seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -114,7 +117,7 @@ class TrainConfig:
 
 # the TOML types each annotation takes (a float key takes an integer too; bool is not an int)
 _TOML_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
-                                            "bool": (bool,), "list[str]": (list,),
+                                            "bool": (bool,), "list[str]": (list,), "list[int]": (list,),
                                             "dict[str, Any]": (dict,)}
 # keys that must be positive, or at least zero, or a share between 0 and 1
 _POSITIVE = ("steps", "batch_size", "nli_batch_size", "learning_rate", "distill_scale",
@@ -222,6 +225,9 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
         raise ConfigError(f"{where} [data]: unknown conversation files {unknown} "
                           f"(known: {list(CONVERSATION_FILES)})")
     training = config.training
+    seeds = training.average_seeds
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where} [training]: average_seeds = {seeds!r} must be distinct integers")
     if training.nli_ratio + training.distill_ratio + training.sts_ratio > 1:
         raise ConfigError(f"{where}: nli_ratio + distill_ratio + sts_ratio exceed 1")
     return config
