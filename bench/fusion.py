@@ -8,19 +8,15 @@ on the grid that tuning uses. Choose on dev 2016; other splits are for the recor
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
+from bench.levers import cqa_lever_arguments
 from retrieval.cqa_runs import load_cqa_split
 from retrieval.fusion import Fusion, fuse_lists
-from retrieval.model_card import ALL_SPLITS, best_dense_weight
+from retrieval.model_card import best_dense_weight
 from retrieval.reranker import Reranker
-from train.data_dir import resolve_data_dir
-from train.inference import load_encoder
-from train.model_io import ModelError
 
 
 def ranks(scores: Sequence[float]) -> np.ndarray:
@@ -49,17 +45,8 @@ FUSIONS: dict[str, Fusion] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model directory or pretrained:NAME")
-    parser.add_argument("--splits", nargs="+", default=["dev2016"], choices=ALL_SPLITS["cqa"])
-    parser.add_argument("--data-dir", type=Path, default=None)
-    args = parser.parse_args()
-    data_dir = resolve_data_dir(args.data_dir)
-    try:
-        encoder = load_encoder(args.model)
-    except ModelError as err:
-        parser.error(str(err))
-    for name in args.splits:
+    encoder, data_dir, splits = cqa_lever_arguments(__doc__.splitlines()[0])
+    for name in splits:
         split = load_cqa_split(data_dir, name)
         dense = Reranker(encoder).scores(split.questions)
         lexical = Reranker.lexical_scores(split.questions)

@@ -1,9 +1,12 @@
-"""The arithmetic of the ranking levers measured by bench scripts (weight averaging, fusions)."""
+"""The arithmetic of the ranking levers measured by bench scripts (weight averaging, fusions,
+post-processing)."""
 
 import numpy as np
 import torch
 
 from bench.fusion import FUSIONS, ranks, z_scores
+from bench.postprocess import PostProcessed
+from train.inference import Encoder
 from train.seed_average import averaged_state
 
 
@@ -30,3 +33,22 @@ def test_every_fusion_follows_dense_alone_at_weight_one_and_bm25_alone_at_zero()
     for method, fusion in FUSIONS.items():
         assert np.argsort(-np.asarray(fusion(dense, lexical, 1.0))).tolist() == [0, 2, 1], method
         assert np.argsort(-np.asarray(fusion(dense, lexical, 0.0))).tolist() == [1, 2, 0], method
+
+
+class _FixedVectors(Encoder):
+    kind, dim = "dan", 3
+
+    def embed_batch(self, texts):
+        table = {"a": [2.0, 0.0, 0.0], "b": [0.0, 3.0, 4.0], "c": [1.0, 1.0, 0.0]}
+        return np.array([table[text] for text in texts], dtype=np.float32)
+
+
+def test_post_processing_centres_unit_vectors_and_removes_the_given_directions() -> None:
+    mean = np.array([0.5, 0.0, 0.0], dtype=np.float32)
+    direction = np.array([[0.0, 1.0, 0.0]], dtype=np.float32)
+    raw = PostProcessed(_FixedVectors(), mean, direction).embed_batch(["a", "b"])
+    assert np.allclose(raw, [[0.5, 0.0, 0.0], [-0.5, 0.0, 0.8]])
+    encoded = PostProcessed(_FixedVectors(), mean, direction[:0]).encode(["a", "c"])
+    assert np.allclose(np.linalg.norm(encoded, axis=1), 1.0)
+    centred = np.array([np.sqrt(0.5) - 0.5, np.sqrt(0.5), 0.0])
+    assert np.allclose(encoded[1], centred / np.linalg.norm(centred), atol=1e-6)

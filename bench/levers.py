@@ -1,0 +1,29 @@
+"""The command line shared by the scripts that measure a ranking lever on CQA splits
+(``bench.fusion``, ``bench.postprocess``). Kept out of ``bench.common``: the splits' names come
+from ``retrieval.model_card``, which imports torch, and the benchmarks that measure memory or
+start-up import ``bench.common``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from retrieval.model_card import ALL_SPLITS
+from train.data_dir import resolve_data_dir
+from train.inference import Encoder, load_encoder
+from train.model_io import ModelError
+
+
+def cqa_lever_arguments(description: str) -> tuple[Encoder, Path, list[str]]:
+    """Parse ``--model``, ``--splits`` (dev 2016 alone by default: levers are chosen there) and
+    ``--data-dir``: the model's query encoder, the data directory and the splits."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", required=True, help="model directory or pretrained:NAME")
+    parser.add_argument("--splits", nargs="+", default=["dev2016"], choices=ALL_SPLITS["cqa"])
+    parser.add_argument("--data-dir", type=Path, default=None)
+    args = parser.parse_args()
+    try:
+        encoder = load_encoder(args.model)
+    except ModelError as err:
+        parser.error(str(err))
+    return encoder, resolve_data_dir(args.data_dir), args.splits
