@@ -27,7 +27,7 @@ def train(
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
     from train.config import ConfigError, load_config
     from train.data_dir import resolve_data_dir
-    from train.seed_average import train_seed_average
+    from train.seed_average import member_config, train_seed_average
     from train.trainer import Trainer  # loads torch training machinery only when training
 
     with user_errors():
@@ -35,7 +35,7 @@ def train(
         if steps is not None:
             parsed.training.steps = steps
         if seed is not None:
-            parsed.seed, parsed.training.average_seeds = seed, []
+            parsed = member_config(parsed, seed)
         directory = run_dir or Path("runs") / parsed.name
         try:
             if parsed.training.average_seeds:
