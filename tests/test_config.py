@@ -43,6 +43,16 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
      "int8_embeddings is for the numpy encoders"),
     ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
       "training": {"distill_ratio": 0.5}}, "choose one"),
+    ({"name": "x", "training": {"listwise_ratio": 0.2}}, "listwise_ratio > 0 goes with"),
+    ({"name": "x", "data": {"listwise_candidates": 8}}, "listwise_ratio > 0 goes with"),
+    ({"name": "x", "data": {"listwise_candidates": 8}, "training": {"listwise_ratio": 0.2}},
+     "listwise_ratio > 0 goes with"),  # no teacher
+    ({"name": "x", "data": {"listwise_candidates": 1, "distill_teacher": "t"},
+      "training": {"listwise_ratio": 0.2}}, "listwise_candidates = 1 must be between 2"),
+    ({"name": "x", "data": {"listwise_candidates": 80, "distill_teacher": "t"},
+      "training": {"listwise_ratio": 0.2, "batch_size": 64}}, "between 2 and"),
+    ({"name": "x", "data": {"listwise_candidates": 8, "distill_teacher": "t", "distill_sentences": 9},
+      "training": {"listwise_ratio": 0.6, "distill_ratio": 0.5}}, "listwise_ratio exceed 1"),
 ])
 def test_bad_configs_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):

@@ -115,6 +115,47 @@ def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_da
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
 
+def test_listwise_distillation_trains_from_cached_teacher_lists_and_resumes_exactly(
+        data_dir, dialog_data, tmp_path):
+    """Forum questions with their candidate lists (the teacher's vectors cached beside the
+    distillation sample's, the lists saved in the run): the task runs, and a resumed run reads
+    its lists back and ends bit-exactly where an uninterrupted run does."""
+    teacher = Trainer(small_config("dan", steps=1), data_dir, tmp_path / "teacher",
+                      TrainingData(dialog_data.pairs[:500], [], []))
+    save_model(teacher.trained_model(), tmp_path / "teacher-model")
+    questions = list(dict.fromkeys(a for a, _ in dialog_data.pairs[:400]))
+    data = TrainingData(dialog_data.pairs[:1000], dialog_data.heldout, [], forum_questions=questions)
+
+    def config(steps: int):
+        settings = small_settings("dan", steps=steps, checkpoint_every=5, log_every=1,
+                                  distill_ratio=0.3, listwise_ratio=0.4)
+        settings["data"] |= {"distill_teacher": str(tmp_path / "teacher-model"),
+                             "distill_sentences": 300, "listwise_candidates": 8}
+        return parse_config(settings)
+
+    straight = Trainer(config(12), data_dir, tmp_path / "straight", data)
+    listwise = straight.tasks["listwise"]
+    assert listwise.batch_size == 64 // 8 and listwise.candidates.shape == (len(questions), 8)
+    first, second, labels = listwise.batch([0, 1])
+    assert first == questions[:2] and len(second) == 16 and labels.shape == (2, 8)
+    assert list((tmp_path / "straight/teacher").glob("listwise-*.npy"))
+    straight.run(show_progress=False)
+    tasks = [json.loads(line).get("task") for line in
+             (tmp_path / "straight/metrics.jsonl").read_text().splitlines()]
+    assert tasks.count("listwise") >= 2
+    Trainer(config(7), data_dir, tmp_path / "resumed", data).run(show_progress=False)
+    resumed_trainer = Trainer(config(12), data_dir, tmp_path / "resumed", data)
+    saved = np.load(tmp_path / "resumed/listwise-candidates.npy")
+    assert np.array_equal(saved, listwise.candidates)
+    assert np.array_equal(resumed_trainer.tasks["listwise"].candidates, saved)
+    resumed_trainer.run(resume=True, show_progress=False)
+    straight_weights, resumed = _weights(tmp_path / "straight/model"), _weights(tmp_path / "resumed/model")
+    assert all(torch.equal(straight_weights[k], resumed[k]) for k in straight_weights)
+    np.save(tmp_path / "resumed/listwise-candidates.npy", saved[:, ::-1])  # the file, not a rebuild
+    again = Trainer(config(12), data_dir, tmp_path / "resumed", data).tasks["listwise"]
+    assert np.array_equal(again.candidates, saved[:, ::-1])
+
+
 def test_a_vocabulary_counted_in_the_distillation_sample_has_its_words(data_dir, dialog_data, tmp_path):
     """vocabulary_from_distillation: the words come from the whole sample (here the pairs plus
     DailyDialog texts), not from the training pairs alone."""

@@ -71,6 +71,9 @@ class DataConfig:
     distill_texts_from: str = ""
     # NLI entailment pairs (premise, hypothesis) join the training pairs
     nli_entailment_pairs: bool = False
+    # listwise distillation (train.listwise): each forum question (the CQA train split's and the
+    # qatar_living threads') with this many of its nearest other questions; 0: none
+    listwise_candidates: int = 0
 
 
 @dataclass
@@ -87,6 +90,9 @@ class TrainingConfig:
     # encoder's own dot products, which keeps a pretrained encoder's geometry at the start
     residual_response_head: bool = False
     sts_ratio: float = 0.0  # share of steps that regress cosine on scored pairs (stsb_train)
+    # share of steps that are listwise distillation batches (batch_size // listwise_candidates
+    # questions, each with its candidates; the cosines scaled by distill_scale)
+    listwise_ratio: float = 0.0
     margin: float = 0.5  # CSE margin delta
     embedding_pull: float = 0.0  # CSE L2 pull of word embeddings to their initial values
     hard_negative_after: int = 0  # CSE: steps of hinges summed over all negatives before the hardest
@@ -124,8 +130,9 @@ _POSITIVE = ("steps", "batch_size", "nli_batch_size", "learning_rate", "distill_
              "max_grad_norm", "eval_every", "checkpoint_every", "log_every", "vocabulary_size",
              "min_count", "distill_in_domain_copies")
 _NOT_NEGATIVE = ("oov_buckets", "bigram_buckets", "max_pairs_per_file", "labelled_cqa_copies",
-                 "distill_sentences", "margin", "embedding_pull", "hard_negative_after", "eval_pairs")
-_SHARES = ("nli_ratio", "distill_ratio", "sts_ratio")
+                 "distill_sentences", "listwise_candidates", "margin", "embedding_pull",
+                 "hard_negative_after", "eval_pairs")
+_SHARES = ("nli_ratio", "distill_ratio", "sts_ratio", "listwise_ratio")
 
 
 def _check_value(name: str, value: Any, annotation: str, where: str) -> None:
@@ -203,6 +210,14 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     if data.distill_sentences and data.distill_texts_from:
         raise ConfigError(f"{where}: [data] distill_sentences draws a sample, distill_texts_from "
                           "reuses an earlier run's: choose one")
+    if (config.training.listwise_ratio > 0) != (data.listwise_candidates > 0) or (
+            data.listwise_candidates and not data.distill_teacher):
+        raise ConfigError(f"{where}: [training] listwise_ratio > 0 goes with [data] "
+                          "listwise_candidates > 0 and a distill_teacher")
+    if data.listwise_candidates and not 2 <= data.listwise_candidates <= config.training.batch_size:
+        raise ConfigError(f"{where}: [data] listwise_candidates = {data.listwise_candidates} must "
+                          "be between 2 and [training] batch_size (a batch holds batch_size // "
+                          "listwise_candidates questions)")
     if (config.training.sts_ratio > 0) != config.data.stsb_train:
         raise ConfigError(f"{where}: [training] sts_ratio > 0 goes with [data] stsb_train = true")
     model = config.model
@@ -228,8 +243,8 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
     seeds = training.average_seeds
     if any(isinstance(s, bool) or not isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds):
         raise ConfigError(f"{where} [training]: average_seeds = {seeds!r} must be distinct integers")
-    if training.nli_ratio + training.distill_ratio + training.sts_ratio > 1:
-        raise ConfigError(f"{where}: nli_ratio + distill_ratio + sts_ratio exceed 1")
+    if sum(getattr(training, share) for share in _SHARES) > 1:
+        raise ConfigError(f"{where}: {' + '.join(_SHARES)} exceed 1")
     return config
 
 

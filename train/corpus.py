@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from train.batching import text_key
 from train.config import DataConfig
 from train.cqa_questions import read_cqa_threads, read_split_questions
 from train.datasets import (
@@ -31,6 +32,7 @@ class TrainingData:
     nli: list[NliPair]
     sts: list[StsPair] = field(default_factory=list)  # scored pairs (STS Benchmark train)
     hard_negatives: dict[int, str] = field(default_factory=dict)  # pair index -> a wrong response
+    forum_questions: list[str] = field(default_factory=list)  # for listwise distillation
 
 
 def conversation_pairs(data_dir: Path, stem: str, max_pairs: int = 0) -> tuple[list[Pair], list[Pair]]:
@@ -50,6 +52,19 @@ def qatar_living_pairs(data_dir: Path, files: list[str]) -> list[Pair]:
             if thread.text:
                 pairs.extend((thread.text, c.text) for c in thread.comments if c.text.strip())
     return pairs
+
+
+def forum_questions(data_dir: Path, files: list[str]) -> list[str]:
+    """The distinct forum questions (subject + body) of the CQA train split (originals and
+    related questions, never dev or test) and of the threads in ``files``, in file order."""
+    questions: dict[str, str] = {}
+    texts = [q.text for original in read_split_questions(data_dir, "train")
+             for q in (original, *original.related)]
+    texts += [thread.text for relative in files for thread in read_cqa_threads(data_dir / relative)]
+    for text in texts:
+        if key := text_key(text):
+            questions.setdefault(key, text)
+    return list(questions.values())
 
 
 def labelled_cqa_pairs(data_dir: Path, negatives: Mapping[str, list[str]] | None = None,
@@ -103,4 +118,5 @@ def load_training_data(data_dir: Path, config: DataConfig) -> TrainingData:
     if config.nli_entailment_pairs:
         pairs += [(pair.premise, pair.hypothesis) for pair in nli if pair.label == "entailment"]
     sts = list(read_sts_benchmark(stsb_path(data_dir, "train"))) if config.stsb_train else []
-    return TrainingData(pairs, heldout, nli, sts, hard_negatives)
+    questions = forum_questions(data_dir, config.qatar_living) if config.listwise_candidates else []
+    return TrainingData(pairs, heldout, nli, sts, hard_negatives, questions)

@@ -24,6 +24,7 @@ from train.datasets import NLI_LABELS, NliPair, StsPair
 from train.distillation import distillation_loss
 from train.encoders import SentenceEncoder, VocabularyEncoder
 from train.evaluation import response_precision
+from train.listwise import ListwiseLists, listwise_loss
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
@@ -211,6 +212,33 @@ class Distillation(Task[int]):
         return distillation_loss(student, labels.to(student.device), self.scale)
 
 
+class ListwiseDistillation(Task[int]):
+    """Forum questions (the items are their rows), each with its candidate questions in the
+    second texts and the teacher's cosines to them as labels (``train.listwise``); a batch holds
+    ``batch_size // candidates`` questions."""
+
+    name = stream = "listwise"
+    salt = 4
+
+    def __init__(self, lists: ListwiseLists, batch_size: int, share: float, scale: float) -> None:
+        self.count = lists.candidates.shape[1]
+        super().__init__(range(len(lists.questions)), batch_size // self.count, share)
+        self.texts, self.candidates = lists.questions, lists.candidates
+        self.teacher_cosines, self.scale = torch.from_numpy(lists.teacher_cosines), scale
+
+    def batch(self, indices: list[int]) -> Batch:
+        return ([self.texts[row] for row in indices],
+                [self.texts[c] for row in indices for c in self.candidates[row]],
+                self.teacher_cosines[indices])
+
+    def loss(self, model: TrainingModel, first: list[str], second: list[str],
+             labels: torch.Tensor | None, step: int) -> torch.Tensor:
+        assert labels is not None
+        queries = model.encoder.embed(first)
+        candidates = model.encoder.embed(second).reshape(len(first), self.count, -1)
+        return listwise_loss(queries, candidates, labels.to(queries.device), self.scale)
+
+
 class StsRegression(Task[StsPair]):
     """Scored sentence pairs: cosine regressed on the gold score scaled to [0, 1]."""
 
@@ -241,7 +269,8 @@ def training_model(encoder: SentenceEncoder, training: TrainingConfig,
 
 def training_tasks(training: TrainingConfig, data: TrainingData, encoder: SentenceEncoder,
                    distill_texts: Sequence[str], distill_vectors: torch.Tensor | None,
-                   distill_rows: np.ndarray) -> tuple[PairTask, list[Task[Any]]]:
+                   distill_rows: np.ndarray, listwise: ListwiseLists | None = None,
+                   ) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
     heldout = data.heldout[: training.eval_pairs]
     objective: PairTask
@@ -256,4 +285,7 @@ def training_tasks(training: TrainingConfig, data: TrainingData, encoder: Senten
                                       training.batch_size, training.distill_ratio,
                                       training.distill_scale))
     auxiliary.append(StsRegression(data.sts, training.batch_size, training.sts_ratio))
+    if listwise is not None:
+        auxiliary.append(ListwiseDistillation(listwise, training.batch_size,
+                                              training.listwise_ratio, training.distill_scale))
     return objective, [task for task in auxiliary if len(task)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from train.distillation import (
 from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
 from train.evaluation import evaluate_stsb
 from train.files import atomic_write, remove_stale_temporaries
+from train.listwise import ListwiseLists, candidate_cosines, nearest_candidates
 from train.model_io import PRETRAINED
 from train.tasks import Batch, Task, training_model, training_tasks
 from train.teacher_init import initialise_from_teacher
@@ -44,6 +45,8 @@ from train.text import Vocabulary
 from train.trained_model import TrainedModel, load_model, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
+LISTWISE_FILE = "listwise-candidates.npy"  # the run's candidate lists (rows of the forum questions)
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,7 +61,8 @@ class Cursor:
 class RunState:
     step: int = 0
     cursors: dict[str, Cursor] = field(  # by task stream
-        default_factory=lambda: {stream: Cursor() for stream in ("pairs", "nli", "distill", "sts")})
+        default_factory=lambda: {stream: Cursor() for stream in
+                                 ("pairs", "nli", "distill", "sts", "listwise")})
     train_seconds: float = 0.0  # time in training steps only (not evaluation), over all resumes
     seen_pairs: int = 0
 
@@ -185,16 +189,17 @@ class Trainer:
         # the heads are initialised before the teacher pass, which may draw from the same RNG
         model = training_model(encoder, training, self.data)
         distill_vectors, distill_rows = self._teacher(config, distill_texts, in_domain, cache_dir)
+        listwise = self._listwise(config, encoder, cache_dir)
         self.model = model.to(self.device)
         self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
-                                                        distill_vectors, distill_rows)
+                                                        distill_vectors, distill_rows, listwise)
         self.tasks = {task.name: task for task in (self.objective, *self.auxiliary)}
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
         if self.world > 1:
             # the NLI head sits idle on response steps and vice versa
             self.wrapped = nn.parallel.DistributedDataParallel(
-                self.model, find_unused_parameters=model.nli_head is not None)
+                self.model, find_unused_parameters=model.nli_head is not None or bool(self.auxiliary))
 
     def _distillation_sample(self, config: TrainConfig) -> tuple[list[str], int, Path]:
         """The texts to distill (drawn, or an earlier run's), how many of their first ones are
@@ -221,16 +226,46 @@ class Trainer:
         if config.training.distill_ratio <= 0:
             return None, np.arange(0)
         data = config.data
-        waits = self.world > 1  # rank 0 runs the teacher pass; the others then read its cache
-        if waits and self.rank != 0:
-            dist.barrier()
         if self.rank == 0 and not data.distill_texts_from:
             write_distillation_texts(cache_dir, texts, in_domain)
-        vectors = teacher_vectors(data.distill_teacher, texts, cache_dir)
-        if waits and self.rank == 0:
-            dist.barrier()
+        vectors = self._rank_zero_first(lambda: teacher_vectors(data.distill_teacher, texts, cache_dir))
         rows = distillation_rows(len(texts), in_domain, data.distill_in_domain_copies)
         return torch.from_numpy(vectors), rows
+
+    def _rank_zero_first(self, compute: Callable[[], T]) -> T:
+        """``compute()`` on rank 0 first (e.g. a teacher pass that fills a cache), then on the
+        other ranks, which find its results cached."""
+        waits = self.world > 1
+        if waits and self.rank != 0:
+            dist.barrier()
+        result = compute()
+        if waits and self.rank == 0:
+            dist.barrier()
+        return result
+
+    def _listwise(self, config: TrainConfig, encoder: SentenceEncoder,
+                  cache_dir: Path) -> ListwiseLists | None:
+        """The forum questions' candidate lists: from the teacher's vectors (cached beside the
+        distillation sample's) and the starting encoder's, saved in the run so that a resumed
+        run trains on the same lists even where floating point differs."""
+        count = config.data.listwise_candidates
+        if not count:
+            return None
+        questions = self.data.forum_questions
+        if not questions:
+            raise ValueError("[data] listwise_candidates needs forum questions: the CQA train "
+                             "split or [data] qatar_living threads")
+        teacher = self._rank_zero_first(lambda: teacher_vectors(
+            config.data.distill_teacher, questions, cache_dir, prefix="listwise"))
+        path = self.run_dir / LISTWISE_FILE
+        candidates = np.load(path) if path.is_file() else None
+        if candidates is None or candidates.shape != (len(questions), count):
+            candidates = nearest_candidates(teacher, encoder.encode(questions), count)
+            if self.rank == 0:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                with atomic_write(path) as temporary, open(temporary, "wb") as handle:
+                    np.save(handle, candidates)
+        return ListwiseLists(questions, candidates, candidate_cosines(teacher, candidates))
 
     def _distillation_pool(self) -> list[list[str]]:
         """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
