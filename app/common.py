@@ -2,7 +2,7 @@
 figure printing. Commands live in one module per area and register themselves here.
 
 Start-up stays light: command modules import only typer, rich and the light modules of the
-library (``train.errors``, ``train.data_dir``, ``train.model_io``, ``indexer.choices``,
+library (``core.errors``, ``core.data_dir``, ``core.model_dir``, ``indexer.choices``,
 ``indexer.tuning``) at the top; each command imports the machinery it uses in its body.
 """
 
@@ -20,10 +20,10 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from core.data_dir import DATA_ENV_VAR
+from core.errors import UserError
 from indexer.choices import DATABASE_ENV_VAR
 from retrieval.fusion import SearchMode
-from train.data_dir import DATA_ENV_VAR
-from train.errors import UserError
 
 if TYPE_CHECKING:
     import click
@@ -99,6 +99,21 @@ def user_errors() -> Iterator[None]:
     except UserError as err:
         stderr.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def exported(spec: str) -> str:
+    """``spec``, once the encoder that queries run from it exists: a transformer saved without
+    its ONNX export, or a ``pretrained:NAME`` peer on first use, is exported now (the one step of
+    a query command that needs torch, once per model). Every command that takes ``--model``
+    passes it through here before the library loads the encoder."""
+    from core.loader import export_missing
+
+    if export_missing(spec) is not None:
+        from train.trained_model import export_once
+
+        stderr.print(f"exporting {spec} to ONNX (once; queries then run without torch)…")
+        export_once(spec)
+    return spec
 
 
 def print_figures(title: str, figures: dict, as_json: bool) -> None:

@@ -15,21 +15,22 @@ from app.common import (
     ModelOption,
     app,
     eval_app,
+    exported,
     print_figures,
     progress_bars,
     user_errors,
 )
+from core.data_dir import CQA_SPLITS
+from core.model_dir import DEFAULT_MODEL
 from retrieval.baselines import BASELINES
 from retrieval.fusion import SearchMode
-from train.data_dir import CQA_SPLITS
-from train.model_io import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from core.encoder import Encoder
     from retrieval.cqa import CqaEvaluation
     from retrieval.reranker import Reranker
-    from train.inference import Encoder
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
 System = StrEnum("System", {name: name for name in BASELINES})
@@ -44,9 +45,9 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
         from train.trained_model import load_model
 
         return load_model(spec).encoder  # type: ignore[return-value]
-    from train.inference import load_encoder
+    from core.loader import load_encoder
 
-    return load_encoder(spec)
+    return load_encoder(exported(spec))
 
 
 def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
@@ -83,11 +84,11 @@ def eval_cqa(
     """SemEval 2016/2017 Task 3 subtask B: rank each original question's related questions."""
     from rich.console import Console
 
+    from core.data_dir import resolve_data_dir
+    from core.files import require_output_file
     from retrieval.cqa import evaluate_scores
     from retrieval.cqa_runs import load_cqa_split, write_cqa_run
     from retrieval.scorer import format_report
-    from train.data_dir import resolve_data_dir
-    from train.files import require_output_file
 
     systems, models = system or [], model or []
     if not systems and not models:
@@ -162,8 +163,8 @@ def eval_sts(
     data_dir: DataDirOption = None,
 ) -> None:
     """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
-    from train.data_dir import resolve_data_dir
-    from train.evaluation import evaluate_stsb
+    from core.data_dir import resolve_data_dir
+    from core.sts_evaluation import evaluate_stsb
 
     if split not in ("dev", "test"):
         raise typer.BadParameter("--split is dev or test")
@@ -178,8 +179,8 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
                   data_dir: DataDirOption = None) -> None:
     """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
     (Yang Table 1)."""
+    from core.data_dir import resolve_data_dir
     from train.corpus import conversation_pairs
-    from train.data_dir import resolve_data_dir
     from train.evaluation import response_precision
     from train.trained_model import load_model  # the response head is part of the torch model
 
@@ -196,10 +197,10 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
 def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
              data_dir: DataDirOption = None) -> None:
     """SNLI test accuracy of the model's NLI head."""
-    from train.data_dir import resolve_data_dir
-    from train.datasets import read_nli
+    from core.data_dir import resolve_data_dir
+    from core.datasets import read_nli
+    from core.model_dir import ModelError
     from train.evaluation import nli_accuracy
-    from train.model_io import ModelError
     from train.trained_model import load_model  # the NLI head is part of the torch model
 
     with user_errors():
@@ -215,8 +216,8 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
 def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = False,
                   as_json: JsonOption = False, data_dir: DataDirOption = None) -> None:
     """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
-    from train.data_dir import resolve_data_dir
-    from train.evaluation import evaluate_transfer
+    from core.data_dir import resolve_data_dir
+    from core.sts_evaluation import evaluate_transfer
 
     with user_errors():
         figures = evaluate_transfer(_encoder(model, use_torch), resolve_data_dir(data_dir))
@@ -239,9 +240,9 @@ def eval_card(
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
+    from core.data_dir import resolve_data_dir
+    from core.model_dir import read_model_config
     from retrieval.model_card import model_figures, record_figures
-    from train.data_dir import resolve_data_dir
-    from train.model_io import read_model_config
 
     with user_errors():
         if write:

@@ -14,6 +14,7 @@ from app.common import (
     IndexOption,
     JsonOption,
     app,
+    exported,
     print_figures,
     stderr,
     user_errors,
@@ -75,7 +76,7 @@ def index(
                            engine=engine, ray_address=ray_address)
     with user_errors():
         report = (plan_sources(index_dir, sources, database, options) if dry_run
-                  else index_sources(index_dir, sources, model, database, options))
+                  else index_sources(index_dir, sources, model and exported(model), database, options))
     for problem in report.skipped:
         stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),

@@ -17,13 +17,14 @@ from app.common import (
     ModelOption,
     ModeOption,
     app,
+    exported,
     print_figures,
     progress_bars,
     result_row,
     user_errors,
 )
+from core.model_dir import DEFAULT_MODEL
 from indexer.choices import DEFAULT_INDEX_DIR
-from train.model_io import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -135,19 +136,19 @@ def rerank(
     The prediction file ranks; it does not classify: its label column is true for every
     candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
     figures only (MAP, AvgRec, MRR), not P/R/F1/Acc."""
+    from core.cqa_questions import read_cqa_questions
+    from core.files import require_output_file
     from retrieval.cqa import predictions_from_scores, ranking_summary
     from retrieval.cqa_runs import read_cqa_run, write_cqa_run
     from retrieval.reranker import Reranker, write_trec_run
     from retrieval.scorer import score_run
-    from train.cqa_questions import read_cqa_questions
-    from train.files import require_output_file
 
     with user_errors(), progress_bars(enabled=not as_json) as progress:
         for path in (out, trec):
             if path is not None:
                 require_output_file(path)
         questions = list(read_cqa_questions(input_file))
-        reranker = Reranker.for_model(model, mode)
+        reranker = Reranker.for_model(exported(model), mode)
         task = progress.add_task("reranking", total=len(questions))
         scores = reranker.scores(questions, on_progress=lambda n: progress.advance(task, n))
         predictions = predictions_from_scores(questions, scores)
@@ -169,13 +170,13 @@ def similar(
     """Cosine and 0-5 similarity of two texts."""
     import numpy as np
 
-    from train.inference import load_encoder
-    from train.similarity import angular_similarity, pair_cosine, require_text
+    from core.loader import load_encoder
+    from core.similarity import angular_similarity, pair_cosine, require_text
 
     with user_errors():
         require_text([first, second])
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
-        vectors = load_encoder(model).encode(unique)
+        vectors = load_encoder(exported(model)).encode(unique)
     cosine = pair_cosine(vectors[[0, -1]])
     similarity = float(angular_similarity(np.array([cosine]))[0])
     print_figures("Similarity", {"cosine": round(cosine, 6), "similarity": round(similarity, 4)},

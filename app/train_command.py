@@ -25,8 +25,8 @@ def train(
     data_dir: DataDirOption = None,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
+    from core.data_dir import resolve_data_dir
     from train.config import ConfigError, load_config
-    from train.data_dir import resolve_data_dir
     from train.seed_average import member_config, train_seed_average
     from train.trainer import Trainer  # loads torch training machinery only when training
 
@@ -49,8 +49,8 @@ def train(
 
 @app.command("export")
 def export(
-    model: Annotated[Path, typer.Argument(help="A transformer model directory (models/accurate, "
-                                               "runs/NAME/model).")],
+    model: Annotated[str, typer.Argument(help="A transformer model directory (models/accurate, "
+                                              "runs/NAME/model) or pretrained:NAME.")],
     quantize: Annotated[bool, typer.Option(help="Quantise the weights to int8 (per channel).")] = True,
 ) -> None:
     """(Re)write MODEL/model.onnx, the export that answers queries without torch. `train` writes
@@ -59,5 +59,5 @@ def export(
     from train.trained_model import export_model
 
     with user_errors():
-        described = export_model(model, quantize)
-    typer.echo(f"wrote {model / described['file']} ({described['quantization']})")
+        directory, described = export_model(model, quantize)
+    typer.echo(f"wrote {directory / described['file']} ({described['quantization']})")

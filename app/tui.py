@@ -23,10 +23,10 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
 from app.common import RESULT_COLUMNS, result_row
+from core.errors import UserError
 from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
-from train.errors import UserError
 
 DEBOUNCE_S = 0.3
 HELP = """\

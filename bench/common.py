@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from train.cqa_questions import read_cqa_collection
-from train.data_dir import resolve_data_dir
-from train.datasets import read_conversations
+from core.cqa_questions import read_cqa_collection
+from core.data_dir import resolve_data_dir
+from core.datasets import read_conversations
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"

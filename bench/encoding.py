@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from bench.common import markdown_table, real_questions, write_section
-from train.inference import load_encoder
-from train.model_io import PRETRAINED
+from core.loader import load_encoder
+from core.model_dir import PRETRAINED
 
 Encode = Callable[[Sequence[str], int], np.ndarray]
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.common import ROOT, markdown_table, peak_rss_mib, recall_at_k, run_child, write_section
 from bench.scale import K, latencies_ms, split_texts
-from train.model_io import PRETRAINED
+from core.model_dir import PRETRAINED
 
 PEER_MODEL = "all-MiniLM-L6-v2"
 HNSW_LINKS = 32

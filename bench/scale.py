@@ -225,7 +225,7 @@ def main() -> None:
     if args.report:
         report(args.out / "scale.json")
         return
-    from train.inference import load_encoder
+    from core.loader import load_encoder
 
     corpus, query_texts = split_texts(max(args.sizes))
     queries = load_encoder(args.model).encode(query_texts)

@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 
 from bench.common import markdown_table, real_questions, recall_at_k, varied_questions, write_section
+from core.loader import load_encoder
 from indexer.choices import INDEX_TYPES
 from indexer.tuning import choose_parameters
 from indexer.vector_index import (
@@ -31,7 +32,6 @@ from indexer.vector_index import (
     training_size,
     write_index,
 )
-from train.inference import load_encoder
 
 QUERIES = 1000
 K = 10

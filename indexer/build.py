@@ -24,30 +24,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from core.datasets import DataError
+from core.encoder import Encoder
+from core.loader import load_encoder
+from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
 from indexer.choices import Engine, OnError
+from indexer.database import StoreError, masked_url
 from indexer.directory import resolve_database
 from indexer.embedding import Embedder, InProcessEmbedder
-from indexer.manifest import (
-    IndexDirectoryError,
-    ensure_index_id,
-    index_id,
-    index_lock,
-    read_manifest,
-)
+from indexer.layout import IndexDirectoryError, default_database_url, ensure_index_id, index_id, index_lock
+from indexer.manifest import read_manifest
 from indexer.progress import index_progress
 from indexer.sources import SOURCE_CHARS, SourceFile, SourceQuestion, chunked
-from indexer.store import (
-    EncoderIdentity,
-    Store,
-    StoreError,
-    default_database_url,
-    masked_url,
-)
+from indexer.store import Store
 from indexer.sync import sync_vector_index
 from indexer.tuning import require_index_type, resolve_index_type
-from train.datasets import DataError
-from train.inference import Encoder, load_encoder
-from train.model_io import DEFAULT_MODEL, PRETRAINED_PREFIX, weights_fingerprint
 
 READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
 

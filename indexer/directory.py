@@ -10,34 +10,27 @@ import faiss
 import numpy as np
 
 from indexer.choices import DATABASE_ENV_VAR
-from indexer.manifest import (
+from indexer.database import StoreError, masked_url
+from indexer.layout import (
     MANIFEST_FILE,
-    OWN_DATABASE,
     REPAIR_HINT,
+    SQLITE_FILE,
     IndexDirectoryError,
-    Manifest,
+    database_from_manifest,
+    default_database_url,
     index_id,
     index_lock,
+)
+from indexer.manifest import (
+    Manifest,
     load_faiss,
     load_lexical,
     read_manifest,
 )
-from indexer.store import SQLITE_FILE, Store, StoreError, default_database_url, masked_url
+from indexer.store import Store
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
 from indexer.vector_index import index_ids
-
-
-def _names_own_database(database: str, index_dir: Path) -> bool:
-    """Does a manifest's database mean the index directory's own SQLite file? Yes for
-    OWN_DATABASE, and for an older manifest's absolute URL of an ``askalike.sqlite3`` that is
-    no longer there (the directory was moved or copied) while this directory has its own."""
-    if database in (OWN_DATABASE, default_database_url(index_dir)):
-        return True
-    prefix = "sqlite:///"
-    return (database.startswith(prefix) and database.endswith("/" + SQLITE_FILE)
-            and not Path(database.removeprefix(prefix)).exists()
-            and (index_dir / SQLITE_FILE).is_file())
 
 
 def resolve_database(index_dir: Path, explicit: str | None) -> str:
@@ -46,12 +39,7 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     if explicit:
         return explicit
     manifest = read_manifest(index_dir)
-    if manifest is None or _names_own_database(manifest.database, index_dir):
-        return default_database_url(index_dir)
-    if "***" in manifest.database:
-        raise IndexDirectoryError(f"{index_dir} uses the database {manifest.database}: pass "
-                                  f"its URL with the password by --db or ${DATABASE_ENV_VAR}")
-    return manifest.database
+    return database_from_manifest(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
 
 
 @dataclass

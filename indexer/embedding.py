@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from train.inference import Encoder
+from core.encoder import Encoder
 
 
 class Embedder(Protocol):

@@ -1,14 +1,9 @@
-"""An index directory: its manifest (what the FAISS file holds and how it was built), the FAISS
-file itself, the default SQLite database and the lock that keeps two index runs apart."""
+"""An index directory's manifest: which FAISS and BM25 files are current, what they hold and how
+they were built, and the verified loading of those files."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,22 +11,19 @@ from typing import Any
 
 import faiss
 
-from indexer.lexical import LexicalIndex
-from indexer.store import EncoderIdentity
+from core.files import file_sha256, write_text_atomically
+from core.lexical import LexicalIndex
+from core.model_dir import EncoderIdentity
+from indexer.layout import (
+    FAISS_FILES,
+    LEXICAL_FILES,
+    MANIFEST_FILE,
+    REPAIR_HINT,
+    IndexDirectoryError,
+)
 from indexer.vector_index import configure_search, read_index
-from train.errors import UserError
-from train.files import file_sha256, remove_stale_temporaries, write_text_atomically
 
-MANIFEST_FILE = "manifest.json"
-LOCK_FILE = "index.lock"
-ID_FILE = "index.id"
 FORMAT_VERSION = 1
-OWN_DATABASE = ""  # the manifest's database when it is the SQLite file in the index directory
-REPAIR_HINT = "askalike check --repair --index {dir}"
-
-
-class IndexDirectoryError(UserError):
-    """An index directory that is missing, busy, damaged, or used with the wrong encoder."""
 
 
 @dataclass
@@ -78,14 +70,6 @@ def _typed(cls: type, values: dict[str, Any]) -> Any:
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise TypeError(f"{item.name!r} is {type(value).__name__}, expected {expected.__name__}")
     return instance
-
-
-def faiss_file_name(generation: int) -> str:
-    return f"vectors-{generation:08d}.faiss"
-
-
-def lexical_file_name(generation: int) -> str:
-    return f"lexical-{generation:08d}.npz"
 
 
 def read_manifest(index_dir: Path) -> Manifest | None:
@@ -154,51 +138,8 @@ def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalIndex:
 def write_manifest(index_dir: Path, manifest: Manifest) -> None:
     """Replace the manifest atomically, then drop the FAISS and BM25 files it no longer names."""
     write_text_atomically(index_dir / MANIFEST_FILE, manifest.to_json())
-    for old in [*index_dir.glob("vectors-*.faiss"), *index_dir.glob("lexical-*.npz")]:
+    for old in [*index_dir.glob(FAISS_FILES), *index_dir.glob(LEXICAL_FILES)]:
         if old.name not in (manifest.faiss_file, manifest.lexical_file):
             old.unlink(missing_ok=True)
 
 
-@contextmanager
-def index_lock(index_dir: Path) -> Iterator[None]:
-    """Exclusive use of an index directory for writing; a second writer is refused at once.
-    Temporaries a killed writer left behind are removed once the lock is held."""
-    if index_dir.exists() and not index_dir.is_dir():
-        raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
-                                  "or holding an index)")
-    index_dir.mkdir(parents=True, exist_ok=True)
-    with open(index_dir / LOCK_FILE, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise IndexDirectoryError(f"{index_dir} is being written by {holder}: wait for that run to "
-                              "finish (an index directory takes one writer at a time)") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"askalike pid {os.getpid()}")
-        handle.flush()
-        remove_stale_temporaries(index_dir)
-        try:
-            yield
-        finally:
-            handle.truncate(0)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def index_id(index_dir: Path) -> str | None:
-    """The id that ties an index directory to its database (None: an older index without one)."""
-    path = index_dir / ID_FILE
-    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
-
-
-def ensure_index_id(index_dir: Path) -> str:
-    """The directory's id, made on its first index run (written before the database is claimed,
-    so that an interrupted first run is still recognised by its re-run)."""
-    existing = index_id(index_dir)
-    if existing is not None:
-        return existing
-    new = uuid.uuid4().hex
-    write_text_atomically(index_dir / ID_FILE, new + "\n")
-    return new

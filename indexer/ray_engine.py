@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from train.errors import UserError
-from train.inference import Encoder, load_encoder
-from train.model_io import ModelError, weights_fingerprint
+from core.encoder import Encoder
+from core.errors import UserError
+from core.loader import load_encoder
+from core.model_dir import ModelError, weights_fingerprint
 
 try:
     import ray

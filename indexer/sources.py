@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.datasets import DataError, json_lines, numbered_lines
+from core.text import join_subject_body
 from indexer.choices import OnError
-from train.datasets import DataError, json_lines, numbered_lines
-from train.text import join_subject_body
 
 SUBJECT_COLUMNS = ("subject", "title", "question", "text")  # the first one a source has
 BODY_COLUMN = "body"
@@ -165,7 +165,7 @@ def _text_rows(path: Path) -> Iterator[Row]:
 
 
 def _cqa_xml_rows(path: Path) -> Iterator[Row]:
-    from train.cqa_questions import OriginalQuestion, read_cqa_collection  # XML parsing: only here
+    from core.cqa_questions import OriginalQuestion, read_cqa_collection  # XML parsing: only here
 
     seen: dict[str, str] = {}  # the files repeat questions verbatim: keep the first of each
     for item in read_cqa_collection(path):

@@ -1,5 +1,6 @@
-"""The question store: questions, their vectors and the index's bookkeeping, through SQLAlchemy
-Core (not the ORM, whose import would cost every one-shot search a tenth of a second).
+"""The question store: questions, their vectors and the index's bookkeeping (schema version,
+encoder, generation, owning index), through SQLAlchemy Core (not the ORM, whose import would cost
+every one-shot search a tenth of a second); the connection itself is ``indexer.database``'s.
 
 Vectors live in the database next to their question, so the database alone is the truth: each
 write transaction keeps question and vector together, and the FAISS file is a cache that can
@@ -10,13 +11,9 @@ transaction that changes vectors, tells whether a FAISS file is up to date.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +23,6 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
-    Engine,
     Integer,
     LargeBinary,
     MetaData,
@@ -36,9 +32,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
     bindparam,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     inspect,
@@ -47,22 +41,18 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import URL, Dialect, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DatabaseError
 from sqlalchemy.types import TypeEngine
 
+from core.model_dir import EncoderIdentity, require_same_encoder
+from core.text import join_subject_body
+from indexer.database import Database, StoreError, database_reason, masked_url
 from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
-from train.errors import UserError
-from train.text import join_subject_body
 
-SQLITE_FILE = "askalike.sqlite3"
 SCHEMA_VERSION = "1"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
-
-
-class StoreError(UserError):
-    """A database that cannot be opened or does not belong to this index."""
 
 
 class _Json(TypeDecorator[Any]):
@@ -125,29 +115,6 @@ class StoredQuestion:
                                                             question.metadata)
 
 
-@dataclass(frozen=True)
-class EncoderIdentity:
-    model: str  # a model directory (absolute) or pretrained:NAME
-    fingerprint: str  # hash of the weights
-    dim: int
-
-    def describe(self) -> str:
-        return f"{self.model} (weights {self.fingerprint}, {self.dim} dimensions)"
-
-    def same_weights(self, other: EncoderIdentity) -> bool:
-        """One encoder, however its directory was reached: the weights decide, not the path."""
-        return (self.fingerprint, self.dim) == (other.fingerprint, other.dim)
-
-
-def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, where: str, fix: str,
-                         error: type[UserError]) -> None:
-    """Refuse ``given`` (raising ``error``) when its weights differ from those of the vectors
-    ``where`` holds."""
-    if not recorded.same_weights(given):
-        raise error(f"{where} holds vectors of {recorded.describe()}; {given.describe()} is a "
-                    f"different encoder: {fix}")
-
-
 _QUESTION_COLUMNS = (_QUESTIONS.c.id, _QUESTIONS.c.source, _QUESTIONS.c.external_id, _QUESTIONS.c.subject,
                      _QUESTIONS.c.body, _QUESTIONS.c.metadata, _QUESTIONS.c.content_hash)
 
@@ -167,112 +134,12 @@ def _day_after(text: str) -> str | None:
         return None
 
 
-def default_database_url(index_dir: Path) -> str:
-    return f"sqlite:///{(index_dir / SQLITE_FILE).resolve()}"
-
-
-def masked_url(url: str) -> str:
-    """The URL for messages, its password hidden; a URL that does not parse keeps only its
-    scheme and what follows the last ``@`` (the user and password are before it)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        if "@" not in url:
-            return url
-        head, _, tail = url.rpartition("@")
-        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
-        return f"{scheme}***@{tail}"
-
-
-def _parse_url(url: str) -> URL:
-    try:
-        parsed = make_url(url)
-        parsed.port  # noqa: B018 - a port that is not a number raises here, not at connect
-    except (ArgumentError, ValueError) as err:
-        raise StoreError(f"not a database URL: {masked_url(url)} ({str(err).splitlines()[0]}); "
-                         "expected e.g. postgresql+psycopg://user@host:5432/db or "
-                         "sqlite:////path/file.sqlite3") from None
-    return parsed
-
-
-def _read_only_sqlite(path: Path, timeout: float) -> Any:
-    """A connection factory for reading that never creates the database. SQLite reads a WAL
-    database through a shared-memory file beside it: where the directory is writable, SQLite
-    makes and removes it itself (``mode=rw``: the file must exist); where it is not, a running
-    writer's is used read-only, and without a writer the file is opened as immutable."""
-    if not path.is_file():
-        raise StoreError(f"{path}: the database file is missing (deleted or moved?); rebuild the "
-                         "index with `askalike index`")
-    if os.access(path.parent, os.W_OK):
-        options = "mode=rw"
-    elif Path(f"{path}-wal").exists():
-        options = "mode=ro"
-    else:
-        options = "mode=ro&immutable=1"
-    uri = f"{path.resolve().as_uri()}?{options}"
-    return lambda: sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
-
-
-def _sqlite_pragmas(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(connection: Any, _record: Any) -> None:
-        cursor = connection.cursor()
-        # WAL: searches read the last committed state while an index run writes
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-
-LOCK_TIMEOUT_ENV_VAR = "ASKALIKE_DB_TIMEOUT"
-DEFAULT_LOCK_TIMEOUT_S = 30.0
-
-
-def lock_timeout_s() -> float:
-    """How long a write waits for a lock another writer holds (``ASKALIKE_DB_TIMEOUT``)."""
-    value = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "")
-    try:
-        seconds = float(value) if value else DEFAULT_LOCK_TIMEOUT_S
-    except ValueError:
-        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds") from None
-    if seconds < 0:
-        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: must not be negative")
-    return seconds
-
-
-def _database_reason(err: DatabaseError) -> str:
-    """The first line of the driver's message (PostgreSQL adds detail lines)."""
-    return (str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0]
-
-
-def _is_lock_timeout(err: OperationalError) -> bool:
-    text = str(err.orig).lower()
-    return "database is locked" in text or "lock timeout" in text or "busy" in text
-
-
-class Store:
+class Store(Database):
     """The database of one index. ``read_only`` (a search, ``check``, ``index-info``) creates
     and writes nothing: a missing database is an error, not an empty index."""
 
     def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
-        self.url = url
-        self.busy_timeout_s = lock_timeout_s() if busy_timeout_s is None else busy_timeout_s
-        parsed = _parse_url(url)
-        sqlite = parsed.get_backend_name() == "sqlite"
-        # both wait (retrying) up to the bound for a lock another writer holds, then fail
-        connect_args: dict[str, Any] = (
-            {"timeout": self.busy_timeout_s} if sqlite
-            else {"connect_timeout": 10, "options": f"-c lock_timeout={int(self.busy_timeout_s * 1000)}"})
-        options: dict[str, Any] = {"connect_args": connect_args}
-        if sqlite and read_only and parsed.database:
-            options = {"creator": _read_only_sqlite(Path(parsed.database), self.busy_timeout_s)}
-        elif sqlite and parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.engine = create_engine(url, **options)
-        except (ArgumentError, ImportError) as err:
-            raise StoreError(f"{masked_url(url)}: {err}") from None
-        if sqlite and not read_only:
-            _sqlite_pragmas(self.engine)
+        super().__init__(url, busy_timeout_s, read_only)
         try:
             if read_only:
                 self._require_schema()
@@ -280,15 +147,14 @@ class Store:
                 self._create_schema()
         except DatabaseError as err:
             self.engine.dispose()
-            reason = _database_reason(err)
-            raise StoreError(f"cannot open the database {masked_url(url)}: {reason}") from None
+            raise StoreError(f"cannot open the database {masked_url(url)}: {database_reason(err)}") from None
         except BaseException:
             self.engine.dispose()
             raise
 
     def _create_schema(self) -> None:
         _SCHEMA.create_all(self.engine)
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             version = self._setting(connection, "schema_version")
             if version is None:
                 self._add_setting(connection, "schema_version", SCHEMA_VERSION)
@@ -308,44 +174,6 @@ class Store:
             raise StoreError(f"{masked_url(self.url)}: schema version {version}, this askalike "
                              f"reads {SCHEMA_VERSION}")
 
-    def close(self) -> None:
-        self.engine.dispose()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        """A write transaction: committed whole or rolled back whole. A lock held by another
-        writer past the bound, a full disk or a value the database refuses becomes a StoreError
-        that says so."""
-        try:
-            with self.engine.begin() as connection:
-                yield connection
-        except DatabaseError as err:
-            where = masked_url(self.url)
-            if isinstance(err, OperationalError) and _is_lock_timeout(err):
-                raise StoreError(
-                    f"{where}: another program holds a write lock on the database; gave up after "
-                    f"{self.busy_timeout_s:g} s (set {LOCK_TIMEOUT_ENV_VAR} to wait longer); "
-                    "this transaction was rolled back, earlier ones are kept") from None
-            reason = _database_reason(err)
-            raise StoreError(f"{where}: {reason} (this transaction was rolled back, earlier "
-                             "ones are kept)") from None
-
-    @contextmanager
-    def _reading(self) -> Iterator[Connection]:
-        """A read: a database that vanished or is damaged becomes a StoreError naming it."""
-        try:
-            with self.engine.connect() as connection:
-                yield connection
-        except DatabaseError as err:
-            reason = _database_reason(err)
-            raise StoreError(f"cannot read the database {masked_url(self.url)}: {reason}") from None
-
     # ------------------------------------------------------------------ settings
 
     def _setting(self, connection: Connection, key: str, for_update: bool = False) -> str | None:
@@ -357,13 +185,13 @@ class Store:
         connection.execute(insert(_SETTINGS).values(key=key, value=value))
 
     def encoder(self) -> EncoderIdentity | None:
-        with self._reading() as connection:
+        with self.reading() as connection:
             value = self._setting(connection, "encoder")
         return EncoderIdentity(**json.loads(value)) if value else None
 
     def bind_encoder(self, identity: EncoderIdentity) -> None:
         """Record the encoder of the vectors; refuse one that differs from the recorded one."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             value = self._setting(connection, "encoder")
             if value is None:
                 self._add_setting(connection, "encoder", json.dumps(identity.__dict__))
@@ -376,7 +204,7 @@ class Store:
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that
         belongs to another (two indexes in one database would mix their questions)."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             owner = self._setting(connection, "index_id")
             if owner is None:
                 self._add_setting(connection, "index_id", index_id)
@@ -386,7 +214,7 @@ class Store:
     def require_owner(self, index_id: str | None) -> None:
         """Refuse to serve another index directory's questions (None: an index from before
         databases were claimed, accepted as it is)."""
-        with self._reading() as connection:
+        with self.reading() as connection:
             owner = self._setting(connection, "index_id")
         if owner is not None and index_id is not None and owner != index_id:
             raise self._foreign(owner, index_id)
@@ -397,7 +225,7 @@ class Store:
                           "directory its own database (--db)")
 
     def generation(self) -> int:
-        with self._reading() as connection:
+        with self.reading() as connection:
             return int(self._setting(connection, "generation") or 0)
 
     def _bump_generation(self, connection: Connection) -> None:
@@ -411,25 +239,25 @@ class Store:
     # ------------------------------------------------------------------ questions
 
     def count(self) -> int:
-        with self._reading() as connection:
+        with self.reading() as connection:
             return connection.scalar(select(func.count()).select_from(_QUESTIONS)) or 0
 
     def counts_by_source(self) -> dict[str, int]:
-        with self._reading() as connection:
+        with self.reading() as connection:
             rows = connection.execute(select(_QUESTIONS.c.source, func.count())
                                       .group_by(_QUESTIONS.c.source).order_by(_QUESTIONS.c.source))
             return {source: count for source, count in rows}
 
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
-        with self._reading() as connection:
+        with self.reading() as connection:
             rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.source == source))
             return {row.external_id: StoredQuestion(*row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """Questions by row id; ids no longer stored are simply absent."""
         found: dict[int, StoredQuestion] = {}
-        with self._reading() as connection:
+        with self.reading() as connection:
             for part in _batches(ids):
                 rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.id.in_(part)))
                 found.update((row.id, StoredQuestion(*row)) for row in rows)
@@ -455,17 +283,17 @@ class Store:
         if date_to:
             day_after = _day_after(date_to)
             condition &= dated < day_after if day_after else dated <= date_to
-        with self._reading() as connection:
+        with self.reading() as connection:
             return np.fromiter(connection.scalars(select(_QUESTIONS.c.id).where(condition)),
                                dtype=np.int64)
 
     def ids(self) -> list[int]:
-        with self._reading() as connection:
+        with self.reading() as connection:
             return list(connection.scalars(select(_QUESTIONS.c.id).order_by(_QUESTIONS.c.id)))
 
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
-        with self._reading() as connection:
+        with self.reading() as connection:
             rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.source,
                                              _QUESTIONS.c.external_id))
             return [tuple(row) for row in rows]
@@ -474,7 +302,7 @@ class Store:
                 chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
         order, a chunk at a time."""
-        with self._reading() as connection:
+        with self.reading() as connection:
             result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
                                         .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
                                         .execution_options(yield_per=chunk))
@@ -486,7 +314,7 @@ class Store:
     def vectors_of(self, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
         """The stored (exact) vectors of the given questions; ids no longer stored are absent."""
         found: dict[int, np.ndarray] = {}
-        with self._reading() as connection:
+        with self.reading() as connection:
             for part in _batches(ids):
                 rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
                                           .where(_QUESTIONS.c.id.in_(part)))
@@ -497,7 +325,7 @@ class Store:
     def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
         """(row id, embedded text: subject and body) of the stored questions with ids above
         ``after_id``, in id order, read a chunk at a time."""
-        with self._reading() as connection:
+        with self.reading() as connection:
             result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.subject, _QUESTIONS.c.body)
                                         .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
                                         .execution_options(yield_per=chunk))
@@ -522,7 +350,7 @@ class Store:
                                 "external_id": question.external_id, "created_at": now})
             else:
                 updates.append({**values(question, vector), "row_id": row_id})
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             inserted: list[int] = []
             if inserts:
                 inserted = list(connection.scalars(insert(_QUESTIONS).returning(
@@ -538,7 +366,7 @@ class Store:
         rows = [{"row_id": row_id, "subject": q.subject, "body": q.body, "metadata": q.metadata,
                  "updated_at": now} for row_id, q in changes]
         if rows:
-            with self._transaction() as connection:
+            with self.transaction() as connection:
                 self._update_rows(connection, rows)
         return len(rows)
 
@@ -555,7 +383,7 @@ class Store:
         """Remove questions (and their vectors) in one transaction."""
         if not ids:
             return 0
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             for part in _batches(ids):
                 connection.execute(delete(_QUESTIONS).where(_QUESTIONS.c.id.in_(part)))
             self._bump_generation(connection)
@@ -565,7 +393,7 @@ class Store:
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
-        with self._reading() as connection:
+        with self.reading() as connection:
             for part in _batches(external_ids):
                 rows = connection.execute(select(*_QUESTION_COLUMNS).where(
                     _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))

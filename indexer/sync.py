@@ -13,18 +13,13 @@ from typing import TYPE_CHECKING
 
 import faiss
 
-from indexer.lexical import LexicalIndex
-from indexer.manifest import (
-    OWN_DATABASE,
-    IndexDirectoryError,
-    Manifest,
-    faiss_file_name,
-    lexical_file_name,
-    load_faiss,
-    load_lexical,
-    write_manifest,
-)
-from indexer.store import EncoderIdentity, Store, default_database_url, masked_url
+from core.files import atomic_write, file_sha256
+from core.lexical import LexicalIndex
+from core.model_dir import EncoderIdentity
+from indexer.database import masked_url
+from indexer.layout import IndexDirectoryError, database_for_manifest, faiss_file_name, lexical_file_name
+from indexer.manifest import Manifest, load_faiss, load_lexical, write_manifest
+from indexer.store import Store
 from indexer.tuning import choose_parameters
 from indexer.vector_index import (
     Chunks,
@@ -34,16 +29,9 @@ from indexer.vector_index import (
     training_size,
     write_index,
 )
-from train.files import atomic_write, file_sha256
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-
-
-def _manifest_database(index_dir: Path, database: str) -> str:
-    """How the manifest names ``database``: OWN_DATABASE for the directory's own SQLite file,
-    else the URL with its password hidden."""
-    return OWN_DATABASE if database == default_database_url(index_dir) else masked_url(database)
 
 
 def _advancing(chunks: Chunks, progress: Progress | None, task: TaskID | None) -> Chunks:
@@ -120,7 +108,8 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     lexical_name = lexical_file_name(generation)
     with atomic_write(index_dir / lexical_name) as temporary:
         lexical.write(temporary)
-    manifest = Manifest(encoder=encoder, database=_manifest_database(index_dir, database),
+    named = database_for_manifest(index_dir, database, masked_url(database))
+    manifest = Manifest(encoder=encoder, database=named,
                         index_type=index_type,
                         parameters=parameters, count=int(index.ntotal), generation=generation,
                         faiss_file=name, faiss_sha256=digest,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core.errors import UserError
 from indexer.choices import AUTO_INDEX_TYPE, INDEX_TYPES
-from train.errors import UserError
 
 AUTO_FLAT_MAX = 100_000
 AUTO_HNSW_MAX = 2_000_000

@@ -16,8 +16,8 @@ from typing import Any
 import faiss
 import numpy as np
 
+from core.files import OutputError, atomic_write, file_sha256
 from indexer.tuning import IndexBuildError
-from train.files import OutputError, atomic_write, file_sha256
 
 TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
 # product-quantiser codebooks train on at most 64 points a centroid (16,384 for 8 bits; FAISS

@@ -1,6 +1,6 @@
 """SemEval CQA subtask-B run files and gold: gold ``.relevancy`` files and system predictions
 share one five-column format, read and written here; an evaluation split is its questions
-(``train.cqa_questions``) with their gold lines, from the split's ``.relevancy`` file or, for
+(``core.cqa_questions``) with their gold lines, from the split's ``.relevancy`` file or, for
 the train split, from the questions' own labels.
 """
 
@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from train.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
-from train.datasets import DataError, numbered_lines, parse_number
-from train.files import atomic_write
+from core.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
+from core.datasets import DataError, numbered_lines, parse_number
+from core.files import atomic_write
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.datasets import read_sts_benchmark, stsb_path
+from core.encoder import Encoder
+from core.files import write_text_atomically
+from core.model_dir import HYBRID_WEIGHT_KEY, update_model_config
+from core.sts_evaluation import evaluate_sts, fit_sts_transform
 from retrieval.cqa import evaluate_scores
 from retrieval.cqa_runs import CqaSplit, load_cqa_split
 from retrieval.fusion import WEIGHT_GRID, Fusion, SearchMode, fuse_lists
 from retrieval.reranker import Reranker
-from train.datasets import read_sts_benchmark, stsb_path
-from train.evaluation import evaluate_sts, fit_sts_transform
-from train.files import write_text_atomically
-from train.inference import Encoder
-from train.model_io import HYBRID_WEIGHT_KEY, update_model_config
 
 TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
 ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}

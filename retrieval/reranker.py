@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.lexical import rank_candidates
+from core.cqa_questions import OriginalQuestion
+from core.encoder import Encoder
+from core.files import write_text_atomically
+from core.lexical import rank_candidates
+from core.loader import load_encoder
+from core.model_dir import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
 from retrieval.fusion import SearchMode, default_mode, fuse_lists
-from train.cqa_questions import OriginalQuestion
-from train.files import write_text_atomically
-from train.inference import Encoder, load_encoder
-from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
 
 QUESTIONS_PER_STEP = 10  # original questions embedded together (SemEval: 10 related each)
 

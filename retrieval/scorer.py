@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.errors import UserError
 from retrieval.cqa_runs import CqaRunLine
-from train.errors import UserError
 
 TOP_K = 10
 

@@ -16,17 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.encoder import Encoder
+from core.errors import UserError
+from core.lexical import LexicalIndex
+from core.loader import load_encoder
+from core.model_dir import (
+    UNTUNED_DENSE_WEIGHT,
+    EncoderIdentity,
+    hybrid_dense_weight,
+    require_same_encoder,
+    weights_fingerprint,
+)
+from core.similarity import require_text
 from indexer.directory import OpenIndex, open_index
-from indexer.lexical import LexicalIndex
 from indexer.manifest import load_lexical
-from indexer.store import EncoderIdentity, StoredQuestion, require_same_encoder
+from indexer.store import StoredQuestion
 from indexer.tuning import SEARCH_PARAMETERS
 from indexer.vector_index import GPU_MAX_K, configure_search, gpu_copy, selector_parameters
 from retrieval.fusion import SearchMode, default_mode, fuse
-from train.errors import UserError
-from train.inference import Encoder, load_encoder
-from train.model_io import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight, weights_fingerprint
-from train.similarity import require_text
 
 if TYPE_CHECKING:
     import faiss

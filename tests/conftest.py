@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 from helpers import make_tiny_model
 
-from train.data_dir import resolve_data_dir
-from train.datasets import DataError
+from core.data_dir import resolve_data_dir
+from core.datasets import DataError
 
 pytest_plugins = ["reliability_report"]
 

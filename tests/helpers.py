@@ -13,12 +13,34 @@ import sys
 import time
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from app.cli import app
 from indexer.build import IndexOptions
 from indexer.directory import open_index
+from indexer.layout import default_database_url
 from indexer.store import Store
 from indexer.vector_index import index_ids
 
 ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def invoke(*args: str | Path, **options: object):
+    """``askalike ARGS`` in this process (``options``: CliRunner's, e.g. ``input``, ``env``)."""
+    return runner.invoke(app, [str(a) for a in args], **options)
+
+
+def search_ids(index_dir: Path, query: str, k: int = 5, *extra: str | Path) -> list[str]:
+    """The ids ``askalike search`` finds, best first."""
+    result = invoke("search", query, "--index", index_dir, "-k", str(k), "--json", *extra)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line)["id"] for line in result.stdout.splitlines()]
+
+
+def own_database(index_dir: Path) -> str:
+    """The URL of the index directory's own SQLite database."""
+    return default_database_url(index_dir)
 
 
 def index_command(source: Path, index_dir: Path, model: Path, *extra: str) -> list[str]:
@@ -105,14 +127,14 @@ def make_tiny_model(directory: Path, seed: int = 0) -> Path:
     """A small untrained DAN saved as a model directory: fast, deterministic, distinct per seed."""
     import torch
 
-    from train.encoders import DanEncoder
-    from train.text import Vocabulary
+    from core.text import Vocabulary
+    from train.modules import DanModule
     from train.trained_model import TrainedModel, save_model
 
     torch.manual_seed(seed)
     vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,
                                   bigram_buckets=1009)
-    save_model(TrainedModel(DanEncoder(vocabulary, embedding_dim=32, hidden=(48, 32))), directory)
+    save_model(TrainedModel(DanModule(vocabulary, embedding_dim=32, hidden=(48, 32))), directory)
     return directory
 
 

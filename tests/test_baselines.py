@@ -2,11 +2,11 @@
 
 import pytest
 
-from indexer.lexical import lexical_tokens
+from core.cqa_questions import OriginalQuestion, RelatedQuestion
+from core.lexical import lexical_tokens
 from retrieval.baselines import BASELINES, bm25_scores, random_scores
 from retrieval.cqa import evaluate_scores, predictions_from_scores
 from retrieval.cqa_runs import load_cqa_split
-from train.cqa_questions import OriginalQuestion, RelatedQuestion
 
 
 @pytest.mark.parametrize(("split", "published_map", "published_mrr"), [

@@ -4,9 +4,9 @@ post-processing)."""
 import numpy as np
 import torch
 
-from bench.fusion import FUSIONS, ranks, z_scores
-from bench.postprocess import PostProcessed
-from train.inference import Encoder
+from bench.experiments.fusion import FUSIONS, ranks, z_scores
+from bench.experiments.postprocess import PostProcessed
+from core.encoder import BatchedEncoder
 from train.seed_average import averaged_state
 
 
@@ -35,7 +35,7 @@ def test_every_fusion_follows_dense_alone_at_weight_one_and_bm25_alone_at_zero()
         assert np.argsort(-np.asarray(fusion(dense, lexical, 0.0))).tolist() == [1, 2, 0], method
 
 
-class _FixedVectors(Encoder):
+class _FixedVectors(BatchedEncoder):
     kind, dim = "dan", 3
 
     def embed_batch(self, texts):

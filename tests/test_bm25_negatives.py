@@ -2,10 +2,10 @@
 
 import pytest
 
-from bench.bm25_negatives import main, mine_negatives
-from train.cqa_questions import OriginalQuestion, RelatedQuestion
-from train.data_dir import DataError
-from train.datasets import read_hard_negatives
+from core.cqa_questions import OriginalQuestion, RelatedQuestion
+from core.data_dir import DataError
+from core.datasets import read_hard_negatives
+from train.bm25_negatives import main, mine_negatives
 
 
 def _related(id_: str, subject: str, relevant: bool | None) -> RelatedQuestion:

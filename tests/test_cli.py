@@ -6,14 +6,11 @@ import shutil
 
 import pytest
 import typer
-from helpers import ROOT
-from typer.testing import CliRunner
+from helpers import ROOT, runner
 
 from app.cli import app
 from retrieval.cqa_runs import read_cqa_run
 from retrieval.scorer import all_scores_line, score_run
-
-runner = CliRunner()
 
 
 def test_eval_cqa_json(data_dir):

@@ -6,17 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.cqa_runs import load_cqa_split, read_cqa_run
-from train.corpus import labelled_cqa_pairs
-from train.cqa_questions import (
+from core.cqa_questions import (
     CQA_SPLITS,
     read_cqa_jsonl,
     read_cqa_threads,
     read_cqa_xml,
     read_split_questions,
 )
-from train.data_dir import resolve_data_dir
-from train.datasets import (
+from core.data_dir import resolve_data_dir
+from core.datasets import (
     DataError,
     read_conversations,
     read_nli,
@@ -25,6 +23,8 @@ from train.datasets import (
     read_sts_year,
     read_word_vectors,
 )
+from retrieval.cqa_runs import load_cqa_split, read_cqa_run
+from train.corpus import labelled_cqa_pairs
 
 # ---------------------------------------------------------------- real files
 

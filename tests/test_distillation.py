@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from train.data_dir import DataError
+from core.data_dir import DataError
+from core.text import Vocabulary
 from train.distillation import (
     CHUNK,
     distillation_loss,
@@ -14,9 +15,8 @@ from train.distillation import (
     teacher_vectors,
     write_distillation_texts,
 )
-from train.encoders import DanEncoder
+from train.modules import DanModule
 from train.teacher_init import initialise_from_teacher, pca, zipf_sif_weights
-from train.text import Vocabulary
 from train.trained_model import TrainedModel, save_model
 
 
@@ -55,7 +55,7 @@ def test_the_in_domain_prefix_is_repeated_among_the_distillation_rows(tmp_path):
 @pytest.fixture
 def teacher_dir(tmp_path):
     vocabulary = Vocabulary.build([f"word{i} common" for i in range(300)], 400, min_count=1)
-    encoder = DanEncoder(vocabulary, embedding_dim=16, hidden=[24])
+    encoder = DanModule(vocabulary, embedding_dim=16, hidden=[24])
     save_model(TrainedModel(encoder), tmp_path / "teacher")
     return tmp_path / "teacher"
 
@@ -104,7 +104,7 @@ def test_teacher_init_makes_the_untrained_dan_its_teachers_static_distillation(t
     """Before training, a DAN with a single output layer of the teacher's size embeds a text as
     the PCA back-projection of its words' SIF-weighted teacher vectors, summed."""
     words = [f"word{i}" for i in range(40)] + ["common"]
-    student = DanEncoder(Vocabulary(tuple(words), oov_buckets=3, bigram_buckets=5),
+    student = DanModule(Vocabulary(tuple(words), oov_buckets=3, bigram_buckets=5),
                          embedding_dim=8, hidden=[24])
     initialise_from_teacher(student, str(teacher_dir), tmp_path / "cache")
     assert list((tmp_path / "cache").glob("words-*.npy"))

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from train.encoders import CseEncoder, DanEncoder, TransformerSentenceEncoder, timing_signal
-from train.model_io import ModelError
+from core.model_dir import ModelError
+from core.text import Vocabulary
+from train.modules import CseModule, DanModule, TransformerModule, timing_signal
 from train.objectives import NliHead, ResponseSelectionHead
-from train.text import Vocabulary
 from train.trained_model import TrainedModel, load_model, save_model
 
 TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please",
@@ -20,11 +20,11 @@ VOCABULARY = Vocabulary.build(TEXTS * 2, max_size=100, min_count=1, oov_buckets=
 def make(kind: str):
     torch.manual_seed(0)
     if kind == "dan":
-        return DanEncoder(VOCABULARY, embedding_dim=16, hidden=(24, 12))
+        return DanModule(VOCABULARY, embedding_dim=16, hidden=(24, 12))
     if kind == "transformer":
-        return TransformerSentenceEncoder(VOCABULARY, hidden=16, layers=2, heads=2, filter_size=32,
+        return TransformerModule(VOCABULARY, hidden=16, layers=2, heads=2, filter_size=32,
                                           dropout=0.1)
-    return CseEncoder(VOCABULARY, embedding_dim=16, maps=4)
+    return CseModule(VOCABULARY, embedding_dim=16, maps=4)
 
 
 KINDS = ["dan", "transformer", "cse"]
@@ -58,9 +58,9 @@ def test_dan_divides_the_sum_by_sqrt_n():
 
 def test_dan_residual_branch_starts_at_zero_and_is_saved_in_the_config():
     torch.manual_seed(0)
-    plain = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,))
+    plain = DanModule(VOCABULARY, embedding_dim=16, hidden=(12,))
     torch.manual_seed(0)
-    branched = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
+    branched = DanModule(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
     batch = plain.tokenize(TEXTS)
     assert torch.equal(plain(batch), branched(batch))
     assert branched.config()["residual_hidden"] == 20 and "residual_hidden" not in plain.config()

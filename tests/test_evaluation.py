@@ -4,12 +4,12 @@ import itertools
 
 import torch
 
-from train.encoders import SentenceEncoder
 from train.evaluation import response_precision
+from train.modules import EncoderModule
 from train.trained_model import TrainedModel
 
 
-class BagOfWords(SentenceEncoder):
+class BagOfWords(EncoderModule):
     """Counts of the words w0..w(dim-1): texts sharing words have positive cosine."""
 
     def __init__(self, dim: int) -> None:

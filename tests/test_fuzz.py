@@ -14,11 +14,12 @@ from helpers import collection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.manifest import MANIFEST_FILE, load_faiss, read_manifest
+from core.cqa_questions import read_cqa_collection, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
+from core.errors import UserError
+from indexer.layout import MANIFEST_FILE
+from indexer.manifest import load_faiss, read_manifest
 from indexer.sources import OnError, SourceFile
 from retrieval.cqa_runs import read_cqa_run
-from train.cqa_questions import read_cqa_collection, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
-from train.errors import UserError
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -7,13 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from helpers import runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.lexical import LexicalIndex, lexical_tokens, rank_candidates
+from core.cqa_questions import OriginalQuestion, RelatedQuestion
+from core.lexical import LexicalIndex, lexical_tokens, rank_candidates
 from retrieval.fusion import SearchMode, fuse, fuse_lists, min_max
 from retrieval.reranker import Reranker
-from train.cqa_questions import OriginalQuestion, RelatedQuestion
 
 DOCS = {10: "how do i renew my visa in doha", 11: "cheap used cars for sale",
         12: "visa renewal fees for expats", 13: "best pizza near the pearl", 14: ""}
@@ -96,7 +97,7 @@ def question(text: str, related: list[str]) -> OriginalQuestion:
 
 
 def test_hybrid_reranking_fuses_dense_and_bm25(tiny_model):
-    from train.inference import load_encoder
+    from core.loader import load_encoder
 
     questions = [question("visa renewal in doha", ["renew my visa", "cheap cars", "doha visa office"])]
     encoder = load_encoder(tiny_model)
@@ -177,7 +178,6 @@ def test_the_bm25_file_follows_added_and_removed_questions(tmp_path, tiny_model)
 
 def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
     from helpers import collection
-    from typer.testing import CliRunner
 
     from app.cli import app
 
@@ -187,7 +187,6 @@ def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
     content = bytearray(lexical_file.read_bytes())
     content[len(content) // 2] ^= 0xFF
     lexical_file.write_bytes(bytes(content))
-    runner = CliRunner()
     refused = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical"])
     assert refused.exit_code == 2
     assert lexical_file.name in refused.stderr and "check --repair" in refused.stderr

@@ -4,33 +4,33 @@ the writer lock, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import faiss
 import numpy as np
 import pytest
-from helpers import ASKS, PLACES, QUIET, TOPICS, collection, make_tiny_model, stored_state, write_jsonl
+from helpers import (
+    ASKS,
+    PLACES,
+    QUIET,
+    TOPICS,
+    collection,
+    make_tiny_model,
+    search_ids,
+    stored_state,
+    write_jsonl,
+)
 
+from core.datasets import DataError
+from core.loader import load_encoder
 from indexer.build import IndexOptions, index_sources
 from indexer.choices import OnError
+from indexer.database import StoreError
 from indexer.directory import check_index, index_info, open_index, repair_index
-from indexer.manifest import IndexDirectoryError, index_lock, read_manifest
-from indexer.store import Store, StoreError
+from indexer.layout import IndexDirectoryError, index_lock
+from indexer.manifest import read_manifest
+from indexer.store import Store
 from indexer.tuning import IndexBuildError
 from indexer.vector_index import index_ids
-from train.datasets import DataError
-from train.inference import load_encoder
-
-
-def search_ids(index_dir: Path, database: str, model: Path, text: str, k: int = 5) -> list[str]:
-    opened = open_index(index_dir, database)
-    try:
-        query = load_encoder(model).encode([text])
-        _, ids = opened.faiss.search(query, k)
-        found = opened.store.fetch([int(i) for i in ids[0] if i >= 0])
-        return [found[int(i)].external_id for i in ids[0] if int(i) in found]
-    finally:
-        opened.close()
 
 
 def test_round_trip_finds_a_question_first(tmp_path, tiny_model, database_url):
@@ -39,8 +39,7 @@ def test_round_trip_finds_a_question_first(tmp_path, tiny_model, database_url):
     report = index_sources(tmp_path / "index", [source], str(tiny_model), database_url, QUIET)
     assert (report.added, report.total) == (len(records), len(records))
     target = records[17]
-    found = search_ids(tmp_path / "index", database_url, tiny_model,
-                       f"{target['subject']} {target['body']}")
+    found = search_ids(tmp_path / "index", f"{target['subject']} {target['body']}", 5, "--db", database_url)
     assert found[0] == "q17"
     assert check_index(tmp_path / "index", database_url).ok
     info = index_info(tmp_path / "index", database_url)
@@ -78,8 +77,8 @@ def test_incremental_runs_embed_only_what_changed(tmp_path, tiny_model, database
     assert (changed.added, changed.reembedded, changed.metadata_updated) == (1, 1, 1)
     assert changed.total == len(records)
     assert check_index(index_dir, database_url).ok
-    assert search_ids(index_dir, database_url, tiny_model,
-                      "a completely different question about camels")[0] == "q3"
+    assert search_ids(index_dir, "a completely different question about camels", 5,
+                      "--db", database_url)[0] == "q3"
 
 
 def test_appending_questions_extends_the_faiss_file(tmp_path, tiny_model):
@@ -108,7 +107,7 @@ def test_prune_removes_questions_no_longer_in_the_sources(tmp_path, tiny_model, 
     assert pruned.removed == 25 and pruned.total == 35
     assert sum(index_info(index_dir, database_url)["sources"].values()) == 35
     assert check_index(index_dir, database_url).ok
-    assert "q36" not in search_ids(index_dir, database_url, tiny_model, records[36]["body"])
+    assert "q36" not in search_ids(index_dir, records[36]["body"], 5, "--db", database_url)
 
 
 def test_a_different_encoder_is_refused(tmp_path, tiny_model, database_url):
@@ -132,7 +131,7 @@ def test_approximate_index_types(tmp_path, tiny_model, index_type):
         assert report.parameters["lists"] >= 1 and report.parameters["probes"] >= 1
     manifest = read_manifest(tmp_path / "index")
     assert manifest is not None and manifest.parameters == report.parameters
-    found = search_ids(tmp_path / "index", None, tiny_model, records[100]["subject"], k=10)
+    found = search_ids(tmp_path / "index", records[100]["subject"], 10)
     assert "q100" in found
     assert check_index(tmp_path / "index").ok
 
@@ -194,7 +193,7 @@ def test_corrupted_faiss_file_is_detected_and_repaired(tmp_path, tiny_model):
     assert not report.ok and "checksum" in report.problems[0]
     repair_index(index_dir)
     assert check_index(index_dir).ok
-    assert search_ids(index_dir, None, tiny_model, collection()[5]["body"])[0] == "q5"
+    assert search_ids(index_dir, collection()[5]["body"])[0] == "q5"
 
 
 def test_an_unreadable_manifest_is_rebuilt_by_repair(tmp_path, tiny_model):
@@ -206,7 +205,7 @@ def test_an_unreadable_manifest_is_rebuilt_by_repair(tmp_path, tiny_model):
         open_index(index_dir)
     repair_index(index_dir)
     assert check_index(index_dir).ok
-    assert search_ids(index_dir, None, tiny_model, collection()[5]["body"])[0] == "q5"
+    assert search_ids(index_dir, collection()[5]["body"])[0] == "q5"
 
 
 def test_check_reports_an_index_behind_its_database(tmp_path, tiny_model):
@@ -286,4 +285,4 @@ def test_delete_by_the_users_ids_is_all_or_nothing(tmp_path, tiny_model):
     assert delete_questions(index_dir, ["q5", "q7"]) == 2  # only in a.jsonl
     assert delete_questions(index_dir, ["q1"], source="b.jsonl") == 1
     assert check_index(index_dir).ok and index_info(index_dir)["questions"] == 10
-    assert "q5" not in search_ids(index_dir, None, tiny_model, collection(10)[5]["body"], k=10)
+    assert "q5" not in search_ids(index_dir, collection(10)[5]["body"], 10)

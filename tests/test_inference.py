@@ -13,16 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, collection, write_jsonl
+from helpers import ROOT, collection, runner, write_jsonl
 
+from app.cli import app
+from core import model_dir
+from core.loader import load_encoder
+from core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
+from core.text import Vocabulary
 from indexer.build import IndexOptions, index_sources
-from train import model_io
-from train.encoders import VOCABULARY_ENCODERS
-from train.inference import load_encoder
-from train.model_io import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
+from train.modules import VOCABULARY_MODULES
 from train.onnx_export import export_onnx, quantizable_nodes
-from train.text import Vocabulary
-from train.trained_model import TrainedModel, load_model, save_model
+from train.trained_model import TrainedModel, export_once, load_model, save_model
 
 TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please", "visa",
          "best pizza", "", "zebra crossing unknown words !!", "?"]
@@ -36,7 +37,7 @@ def saved_model(directory: Path, kind: str) -> Path:
     import torch
 
     torch.manual_seed(0)
-    save_model(TrainedModel(VOCABULARY_ENCODERS[kind](VOCABULARY, **SMALL[kind])), directory)
+    save_model(TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind])), directory)
     return directory
 
 
@@ -45,7 +46,7 @@ def test_numpy_encoder_equals_the_torch_model(tmp_path, kind):
     directory = saved_model(tmp_path / kind, kind)
     expected = load_model(directory).encoder.encode(TEXTS)
     encoder = load_encoder(directory)
-    assert type(encoder).__module__ == "train.static_encoders"
+    assert type(encoder).__module__ == "core.numpy_encoders"
     np.testing.assert_allclose(encoder.encode(TEXTS), expected, atol=1e-5)
     np.testing.assert_allclose(encoder.encode(TEXTS, normalize=False),
                                load_model(directory).encoder.encode(TEXTS, normalize=False), rtol=1e-4,
@@ -58,7 +59,7 @@ def test_int8_embeddings_are_stored_as_int8_and_read_alike_by_numpy_and_torch(tm
     from safetensors.numpy import load_file
 
     torch.manual_seed(0)
-    trained = TrainedModel(VOCABULARY_ENCODERS[kind](VOCABULARY, **SMALL[kind]))
+    trained = TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind]))
     save_model(trained, tmp_path / "int8", half_precision=True, int8_embeddings=True)
     stored = load_file(str(tmp_path / "int8" / "model.safetensors"))
     assert stored["encoder.words.weight"].dtype == np.int8
@@ -72,10 +73,10 @@ def test_int8_embeddings_are_stored_as_int8_and_read_alike_by_numpy_and_torch(tm
 def test_numpy_dan_adds_the_residual_branch_as_torch_does(tmp_path):
     import torch
 
-    from train.encoders import DanEncoder
+    from train.modules import DanModule
 
     torch.manual_seed(0)
-    dan = DanEncoder(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
+    dan = DanModule(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
     torch.nn.init.normal_(dan.residual[2].weight)  # trained: no longer the zero start
     save_model(TrainedModel(dan), tmp_path / "dan")
     expected = load_model(tmp_path / "dan").encoder.encode(TEXTS, normalize=False)
@@ -112,12 +113,18 @@ def test_the_int8_export_takes_every_matmul_with_a_weight(tmp_path):
     assert counts[False] > 0 and counts[True] == 0
 
 
-def test_a_transformer_saved_without_its_export_is_exported_on_first_use(tmp_path):
+def test_a_transformer_saved_without_its_export_is_exported_once_by_the_command(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")
     (directory / ONNX_FILE).unlink()
-    vectors = load_encoder(directory).encode(TEXTS)
+    with pytest.raises(ModelError, match=r"not exported to ONNX yet .* run `askalike export"):
+        load_encoder(directory)  # the query path never exports (that needs torch)
+    result = runner.invoke(app, ["similar", "visa renewal", "renewing a visa", "--model",
+                                      str(directory), "--json"])
+    assert result.exit_code == 0, result.output
     assert (directory / ONNX_FILE).is_file()
+    vectors = load_encoder(directory).encode(TEXTS)
     assert np.min(np.sum(vectors * load_model(directory).encoder.encode(TEXTS), axis=1)) > 0.98
+    assert not export_once(directory)  # once: nothing to do the second time
 
 
 def test_a_damaged_onnx_file_is_a_clear_error(tmp_path):
@@ -143,6 +150,7 @@ def test_shipped_accurate_model_export_agrees_with_its_torch_model():
 @pytest.mark.slow
 def test_pretrained_peer_is_exported_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    export_once("pretrained:all-MiniLM-L6-v2")
     encoder = load_encoder("pretrained:all-MiniLM-L6-v2")
     assert (pretrained_export_dir("all-MiniLM-L6-v2") / ONNX_FILE).is_file()
     reference = load_model("pretrained:all-MiniLM-L6-v2").encoder.encode(TEXTS[:4])
@@ -186,8 +194,8 @@ def test_weights_fingerprint_is_remembered_until_the_weights_change(tmp_path, mo
     model.mkdir()
     weights = model / "model.safetensors"
     weights.write_bytes(b"first weights")
-    hashed, files_sha256 = [], model_io.files_sha256
-    monkeypatch.setattr(model_io, "files_sha256", lambda paths: hashed.append(paths) or files_sha256(paths))
+    hashed, files_sha256 = [], model_dir.files_sha256
+    monkeypatch.setattr(model_dir, "files_sha256", lambda paths: hashed.append(paths) or files_sha256(paths))
     first = weights_fingerprint(model)
     assert weights_fingerprint(model) == first and len(hashed) == 1  # the second is remembered
     weights.write_bytes(b"other weights, longer")

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from core.cqa_questions import read_split_questions
 from train.batching import text_key
 from train.config import QATAR_LIVING_FILES
 from train.corpus import forum_questions
-from train.cqa_questions import read_split_questions
 from train.listwise import candidate_cosines, listwise_loss, nearest_candidates
 
 

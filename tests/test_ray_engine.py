@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import QUIET, ROOT, collection, stored_state, write_jsonl
-from typer.testing import CliRunner
+from helpers import QUIET, ROOT, collection, own_database, runner, stored_state, write_jsonl
 
 from app.cli import app
+from core.loader import load_encoder
+from core.model_dir import weights_fingerprint
 from indexer import ray_engine
 from indexer.build import IndexOptions, index_sources
 from indexer.choices import Engine
@@ -25,8 +26,6 @@ from indexer.directory import check_index
 from indexer.ray_engine import EngineError, RayEmbedder
 from indexer.store import Store
 from retrieval.searcher import Searcher
-from train.inference import load_encoder
-from train.model_io import weights_fingerprint
 
 RAY_MISSING = importlib.util.find_spec("ray") is None
 needs_ray = pytest.mark.skipif(RAY_MISSING, reason="the Ray engine needs Ray: pip install -e '.[ray]'")
@@ -65,10 +64,6 @@ def in_process(tmp_path_factory, sources, tiny_model) -> Path:
     return index_dir
 
 
-def _own(index_dir: Path) -> str:
-    return f"sqlite:///{index_dir / 'askalike.sqlite3'}"
-
-
 def _answers(index_dir: Path) -> list[list[tuple[str, float]]]:
     with Searcher(index_dir) as searcher:
         return [[(hit.external_id, hit.cosine) for hit in hits]
@@ -95,8 +90,8 @@ def test_the_ray_engine_stores_and_answers_as_in_process(local_ray, tmp_path, so
     monkeypatch.setattr(ray_engine, "WINDOW_TEXTS", 100)  # several Ray pipelines in one run
     report = index_sources(tmp_path / "index", sources, str(tiny_model), options=RAY)
     assert (report.added, report.total) == (300, 300)
-    assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(in_process,
-                                                                                      _own(in_process))
+    assert stored_state(tmp_path / "index", own_database(tmp_path / "index")) == stored_state(in_process,
+                                                                                      own_database(in_process))
     assert _answers(tmp_path / "index") == _answers(in_process)
     assert check_index(tmp_path / "index").ok
 
@@ -119,12 +114,12 @@ def test_an_interrupted_ray_run_resumes_to_the_in_process_state(local_ray, tmp_p
     monkeypatch.setattr(Store, "write", failing_write)
     with pytest.raises(Interrupted):
         index_sources(tmp_path / "index", sources, str(tiny_model), options=RAY)
-    assert len(stored_state(tmp_path / "index", _own(tmp_path / "index"))) == 3 * 40
+    assert len(stored_state(tmp_path / "index", own_database(tmp_path / "index"))) == 3 * 40
     monkeypatch.setattr(Store, "write", write)
     report = index_sources(tmp_path / "index", sources, None, options=RAY)
     assert (report.added, report.unchanged, report.total) == (180, 120, 300)
-    assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(in_process,
-                                                                                      _own(in_process))
+    assert stored_state(tmp_path / "index", own_database(tmp_path / "index")) == stored_state(in_process,
+                                                                                      own_database(in_process))
     monkeypatch.setattr(ray_engine, "ray", None)  # nothing left to embed: Ray is not needed
     assert index_sources(tmp_path / "index", sources, None, options=RAY).unchanged == 300
 
@@ -141,12 +136,12 @@ def test_without_ray_the_engine_says_how_to_install_it_and_changes_nothing(tmp_p
     monkeypatch.setattr(ray_engine, "ray", None)
     index_dir = tmp_path / "index"
     index_sources(index_dir, sources[:1], str(tiny_model), options=QUIET)
-    before = stored_state(index_dir, _own(index_dir))
-    result = CliRunner().invoke(app, ["index", *map(str, sources), "--index", str(index_dir),
+    before = stored_state(index_dir, own_database(index_dir))
+    result = runner.invoke(app, ["index", *map(str, sources), "--index", str(index_dir),
                                       "--engine", "ray", "--json"])
     assert result.exit_code == 2
     assert "pip install 'askalike[ray]'" in result.output
-    assert stored_state(index_dir, _own(index_dir)) == before
+    assert stored_state(index_dir, own_database(index_dir)) == before
 
 
 @on_local_ray
@@ -160,8 +155,8 @@ def test_the_command_starts_a_local_ray_of_its_own_and_stays_quiet(tmp_path, sou
                             cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["added"] == 300 and result.stderr == ""
-    assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(in_process,
-                                                                                      _own(in_process))
+    assert stored_state(tmp_path / "index", own_database(tmp_path / "index")) == stored_state(in_process,
+                                                                                      own_database(in_process))
 
 
 @needs_ray
@@ -174,5 +169,5 @@ def test_an_unreachable_cluster_is_a_one_line_error(tmp_path, sources, tiny_mode
     assert result.returncode == 2, result.stderr
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert len(stored_state(tmp_path / "index", _own(tmp_path / "index"))) == 0
+    assert len(stored_state(tmp_path / "index", own_database(tmp_path / "index"))) == 0
 

@@ -30,17 +30,16 @@ from helpers import (
     index_command,
     kill_when,
     run_index,
+    runner,
     stored_count,
     stored_state,
     write_jsonl,
 )
-from typer.testing import CliRunner
 
 from app.cli import app
 from indexer.directory import check_index, open_index
 
 BAD_INPUTS = Path(__file__).parent / "bad_inputs"
-runner = CliRunner()
 
 # file in tests/bad_inputs -> what the one-line error must say (file and line included)
 REFUSED = {

@@ -7,19 +7,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import QUIET, ROOT, collection, make_tiny_model, write_jsonl
-from typer.testing import CliRunner
+from helpers import QUIET, ROOT, collection, make_tiny_model, runner, write_jsonl
 
 from app.cli import app
 from app.common import result_row, similarity_bar
+from core.cqa_questions import read_cqa_questions
+from core.loader import load_encoder
 from indexer.build import index_sources
 from retrieval.duplicates import first_near_duplicate
 from retrieval.reranker import Reranker
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchResult
-from train.cqa_questions import read_cqa_questions
-from train.inference import load_encoder
-
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module")

@@ -10,26 +10,25 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
-from helpers import QUIET, collection, stored_state, write_jsonl
-from typer.testing import CliRunner
+from helpers import QUIET, collection, own_database, runner, stored_state, write_jsonl
 
 import indexer.build
 from app.cli import app
-from indexer import lexical, tuning
+from core import lexical
+from core.datasets import DataError
+from core.lexical import LexicalIndex
+from core.loader import load_encoder
+from indexer import tuning
 from indexer.build import IndexOptions, index_sources, plan_sources
 from indexer.choices import OnError
 from indexer.directory import check_index
-from indexer.lexical import LexicalIndex
-from indexer.manifest import MANIFEST_FILE, read_manifest
+from indexer.layout import MANIFEST_FILE
+from indexer.manifest import read_manifest
 from indexer.sources import SourceFile
 from indexer.tuning import IndexBuildError, auto_index_type, choose_parameters, resolve_index_type
 from indexer.vector_index import build_index, selector_parameters, training_sample, training_size
 from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
-from train.datasets import DataError
-from train.inference import load_encoder
-
-runner = CliRunner()
 
 
 class Interrupted(Exception):
@@ -81,20 +80,16 @@ def test_an_interrupted_run_resumes_from_its_last_chunk(tmp_path, tiny_model, mo
     with pytest.raises(Interrupted):
         index_sources(tmp_path / "index", sources, str(tiny_model), options=options)
     committed = sum(CHUNKS[: fail_at - 1])
-    assert len(stored_state(tmp_path / "index", _own(tmp_path / "index"))) == committed
+    assert len(stored_state(tmp_path / "index", own_database(tmp_path / "index"))) == committed
     assert interrupted[0].chunks == CHUNKS[: fail_at - 1]
 
     resumed = recording(monkeypatch)
     report = index_sources(tmp_path / "index", sources, None, options=options)
     assert resumed[0].chunks == CHUNKS[fail_at - 1 :]  # the same chunks as the clean run's rest
     assert (report.added, report.unchanged, report.total) == (250 - committed, committed, 250)
-    assert stored_state(tmp_path / "index", _own(tmp_path / "index")) == stored_state(
-        tmp_path / "clean", _own(tmp_path / "clean"))
+    assert stored_state(tmp_path / "index", own_database(tmp_path / "index")) == stored_state(
+        tmp_path / "clean", own_database(tmp_path / "clean"))
     assert check_index(tmp_path / "index").ok
-
-
-def _own(index_dir: Path) -> str:
-    return f"sqlite:///{index_dir / 'askalike.sqlite3'}"
 
 
 def test_a_source_changed_between_the_two_passes_is_refused(tmp_path):

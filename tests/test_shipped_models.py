@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.loader import load_encoder
 from train.config import load_config
-from train.inference import load_encoder
 from train.trained_model import load_model
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

@@ -11,9 +11,9 @@ from helpers import write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.datasets import DataError
 from indexer.choices import OnError
 from indexer.sources import SourceFile, clean_text
-from train.datasets import DataError
 
 
 def read(path: Path, on_error: OnError = OnError.stop) -> tuple[list, list[str]]:

@@ -16,13 +16,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from core.datasets import read_nli, read_sts_benchmark, stsb_path
+from core.text import Vocabulary
 from train.config import ConfigError, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
-from train.datasets import read_nli, read_sts_benchmark, stsb_path
 from train.evaluation import response_precision
 from train.seed_average import train_seed_average
 from train.tasks import ResponseSelection
-from train.text import Vocabulary
 from train.trained_model import load_model, save_model
 from train.trainer import Trainer
 
@@ -353,7 +353,7 @@ def test_kill_9_during_checkpoint_writes(data_dir, tmp_path):
     mid_write = 0
     for _ in range(3):
         victim = _train(config, run_dir, *(["--resume"] if (run_dir / "checkpoint.pt").exists() else []))
-        partial = run_dir / f".checkpoint.pt.{victim.pid}.tmp"  # train/files.py: temporary_name
+        partial = run_dir / f".checkpoint.pt.{victim.pid}.tmp"  # core/files.py: temporary_name
         deadline = time.time() + 120
         while time.time() < deadline and victim.poll() is None and not partial.exists():
             time.sleep(0.001)

@@ -20,21 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, collection, stored_state, write_jsonl
-from typer.testing import CliRunner
+from helpers import ROOT, collection, invoke, own_database, search_ids, stored_state, write_jsonl
 
-from app.cli import app
 from indexer.directory import check_index, open_index
 from indexer.manifest import read_manifest
-from indexer.store import Store, default_database_url
+from indexer.store import Store
 from indexer.vector_index import index_ids
 
-runner = CliRunner()
 SECRET = "s3cr3t-pw"
-
-
-def invoke(*args: str | Path):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def assert_one_line_error(result, pattern: str) -> None:
@@ -49,16 +42,6 @@ def index(source: Path, index_dir: Path, model: Path, *extra: str | Path) -> dic
     result = invoke("index", source, "--model", model, "--index", index_dir, "--json", *extra)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
-
-
-def search_ids(index_dir: Path, query: str, k: int, *extra: str | Path) -> list[str]:
-    result = invoke("search", query, "--index", index_dir, "-k", str(k), "--json", *extra)
-    assert result.exit_code == 0, result.output
-    return [json.loads(line)["id"] for line in result.stdout.splitlines()]
-
-
-def own_database(index_dir: Path) -> str:
-    return default_database_url(index_dir)
 
 
 @pytest.fixture

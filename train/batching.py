@@ -13,7 +13,7 @@ from itertools import chain
 
 import numpy as np
 
-from train.text import normalize
+from core.text import normalize
 
 
 def text_key(text: str) -> str:

@@ -27,11 +27,11 @@ from rich.progress import (
 )
 from torch.nn import functional as F
 
+from core.data_dir import DataError
+from core.encoder import Encoder
+from core.files import atomic_write, write_text_atomically
+from core.model_dir import ONNX_FILE
 from train.batching import text_key
-from train.data_dir import DataError
-from train.files import atomic_write, write_text_atomically
-from train.inference import Encoder
-from train.model_io import ONNX_FILE
 
 CHUNK = 2048  # texts per cached teacher chunk
 TEACHER_MAX_LENGTH = 128  # word pieces; the students read at most 64 words
@@ -114,13 +114,13 @@ def _chunk_start(path: Path) -> int:
 def exact_teacher(teacher: str, cache_dir: Path) -> Encoder:
     """The teacher's fastest exact encoder: a transformer exported to fp32 ONNX once into
     ``cache_dir`` (reading at most TEACHER_MAX_LENGTH word pieces), else its numpy encoder."""
-    from train.inference import load_encoder
-    from train.model_io import PRETRAINED, pretrained_name, read_model_config
-    from train.onnx_encoder import OnnxEncoder, subword_tokenizer, vocabulary_tokenizer
+    from core.loader import EXPORTED_KINDS, load_encoder
+    from core.model_dir import PRETRAINED, pretrained_name, read_model_config
+    from core.onnx_encoder import OnnxEncoder, subword_tokenizer, vocabulary_tokenizer
 
     name = pretrained_name(teacher)
     kind = "pretrained" if name is not None else read_model_config(Path(teacher))["kind"]
-    if kind not in OnnxEncoder.kinds:
+    if kind not in EXPORTED_KINDS:
         return load_encoder(teacher)
     export_dir = cache_dir / "teacher-fp32"
     if not (export_dir / ONNX_FILE).is_file():

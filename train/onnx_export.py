@@ -21,10 +21,9 @@ from typing import Any
 
 import torch
 
-from train.encoders import SentenceEncoder
-from train.model_io import ONNX_FILE
+from core.model_dir import ONNX_FILE
+from train.modules import EncoderModule
 
-EXPORTED_KINDS = ("pretrained", "transformer")
 QUANTIZATION = "int8-dynamic-per-channel"
 SAMPLE_TEXTS = ["how do i renew my visa in doha", "cheap car"]
 OUTPUT_NAME = "sentence_embedding"
@@ -87,13 +86,13 @@ def quantize_nodes(source: Path, target: Path, nodes: list[str]) -> None:
 
 def _quantize(source: Path, target: Path) -> None:
     """Every role of ``quantizable_nodes`` in int8. Chosen among variants of models/accurate by
-    its dev splits (``python -m bench.quantization``: the fastest that keeps STSb dev within
+    its dev splits (``python -m bench.export_variants``: the fastest that keeps STSb dev within
     0.005 and CQA dev 2016 within 0.3 MAP of the fp32 graph), at a mean cosine of 0.995 to it on
     real questions."""
     quantize_nodes(source, target, [name for names in quantizable_nodes(source).values() for name in names])
 
 
-def _fuse(source: Path, target: Path, encoder: SentenceEncoder) -> None:
+def _fuse(source: Path, target: Path, encoder: EncoderModule) -> None:
     """ONNX Runtime's BERT optimiser: attention, LayerNorm-with-residual and bias-GELU fusions.
     Attention fuses only in a Hugging Face backbone's graph (see ``_write_graph``); the embedding
     lookups stay plain Gathers so that they can be quantised.
@@ -115,7 +114,7 @@ def _fuse(source: Path, target: Path, encoder: SentenceEncoder) -> None:
 class _PooledEncoder(torch.nn.Module):
     """The encoder with its inputs as positional arrays, as ONNX export wants them."""
 
-    def __init__(self, encoder: SentenceEncoder, input_names: list[str]) -> None:
+    def __init__(self, encoder: EncoderModule, input_names: list[str]) -> None:
         super().__init__()
         self.encoder, self.input_names = encoder, input_names
 
@@ -123,7 +122,7 @@ class _PooledEncoder(torch.nn.Module):
         return self.encoder(dict(zip(self.input_names, arrays, strict=True)))
 
 
-def _write_graph(encoder: SentenceEncoder, sample: dict[str, torch.Tensor], path: Path) -> None:
+def _write_graph(encoder: EncoderModule, sample: dict[str, torch.Tensor], path: Path) -> None:
     """The encoder as an ONNX graph of dynamic batch and length. A Hugging Face backbone goes
     through the TorchScript exporter with eager attention, the graph ONNX Runtime's optimiser
     fuses (``_fuse``); the project's own transformer through dynamo, whose graph keeps
@@ -149,7 +148,7 @@ def _write_graph(encoder: SentenceEncoder, sample: dict[str, torch.Tensor], path
                               external_data=False)
 
 
-def export_onnx(encoder: SentenceEncoder, directory: Path, weight_dtype: str = "float32",
+def export_onnx(encoder: EncoderModule, directory: Path, weight_dtype: str = "float32",
                 quantize: bool = True) -> dict[str, Any]:
     """Write ``directory/model.onnx`` and return its description for config.json. The weights are
     first rounded to ``weight_dtype`` (the precision they are saved in), so that the export

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from core.sts_evaluation import evaluate_stsb
 from train.config import TrainConfig
 from train.corpus import TrainingData
-from train.evaluation import evaluate_stsb
 from train.trained_model import TrainedModel, load_model, save_model
 from train.trainer import Trainer
 

@@ -17,14 +17,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from core.datasets import NLI_LABELS, NliPair, StsPair
 from train.batching import text_key, unique_text_batches
 from train.config import TrainingConfig
 from train.corpus import Pair, TrainingData
-from train.datasets import NLI_LABELS, NliPair, StsPair
 from train.distillation import distillation_loss
-from train.encoders import SentenceEncoder, VocabularyEncoder
 from train.evaluation import response_precision
 from train.listwise import ListwiseLists, listwise_loss
+from train.modules import EncoderModule, VocabularyModule
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
@@ -32,6 +32,7 @@ from train.objectives import (
     cse_margin_loss,
     embedding_pull,
 )
+from train.task_inputs import TaskInputs
 from train.trained_model import TrainedModel
 
 Batch = tuple[list[str], list[str], torch.Tensor | None]  # texts, paired texts, labels
@@ -42,7 +43,7 @@ MIN_EVAL_PAIRS = 100  # held-out pairs needed for one P@N group
 class TrainingModel(nn.Module):
     """Encoder and heads as one module (what DistributedDataParallel wraps); forward = loss."""
 
-    def __init__(self, encoder: SentenceEncoder, response_head: ResponseSelectionHead | None,
+    def __init__(self, encoder: EncoderModule, response_head: ResponseSelectionHead | None,
                  nli_head: NliHead | None) -> None:
         super().__init__()
         self.encoder, self.response_head, self.nli_head = encoder, response_head, nli_head
@@ -149,12 +150,12 @@ class CseMargin(PairTask):
     name = "cse"
 
     def __init__(self, pairs: Sequence[Pair], heldout: Sequence[Pair], batch_size: int,
-                 encoder: SentenceEncoder, margin: float, pull: float,
+                 encoder: EncoderModule, margin: float, pull: float,
                  hard_negative_after: int) -> None:
         super().__init__(pairs, heldout, batch_size)
         self.margin, self.pull, self.hard_negative_after = margin, pull, hard_negative_after
         self.initial_embeddings: torch.Tensor | None = None
-        if pull and isinstance(encoder, VocabularyEncoder):
+        if pull and isinstance(encoder, VocabularyModule):
             self.initial_embeddings = encoder.word_embeddings.weight.detach().clone()
 
     def loss(self, model: TrainingModel, first: list[str], second: list[str],
@@ -163,7 +164,7 @@ class CseMargin(PairTask):
         a, b = encoder.embed(first), encoder.embed(second)
         loss = cse_margin_loss(a, b, self.margin, hardest=step >= self.hard_negative_after)
         if self.initial_embeddings is not None:
-            assert isinstance(encoder, VocabularyEncoder)
+            assert isinstance(encoder, VocabularyModule)
             ids = torch.cat([encoder.tokenize(first)["words"].flatten(),
                              encoder.tokenize(second)["words"].flatten()]).to(a.device)
             loss = loss + embedding_pull(encoder.word_embeddings,
@@ -257,7 +258,7 @@ class StsRegression(Task[StsPair]):
         return cosine_regression_loss(a, b, labels.to(a.device))
 
 
-def training_model(encoder: SentenceEncoder, training: TrainingConfig,
+def training_model(encoder: EncoderModule, training: TrainingConfig,
                    data: TrainingData) -> TrainingModel:
     """The encoder with the heads its tasks need: the NLI head when there are NLI pairs (kept
     with the model even at nli_ratio 0), the response head for the response objective."""
@@ -267,10 +268,8 @@ def training_model(encoder: SentenceEncoder, training: TrainingConfig,
     return TrainingModel(encoder, response_head, nli_head)
 
 
-def training_tasks(training: TrainingConfig, data: TrainingData, encoder: SentenceEncoder,
-                   distill_texts: Sequence[str], distill_vectors: torch.Tensor | None,
-                   distill_rows: np.ndarray, listwise: ListwiseLists | None = None,
-                   ) -> tuple[PairTask, list[Task[Any]]]:
+def training_tasks(training: TrainingConfig, data: TrainingData, encoder: EncoderModule,
+                   inputs: TaskInputs) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
     heldout = data.heldout[: training.eval_pairs]
     objective: PairTask
@@ -280,12 +279,12 @@ def training_tasks(training: TrainingConfig, data: TrainingData, encoder: Senten
     else:
         objective = ResponseSelection(data.pairs, heldout, training.batch_size, data.hard_negatives)
     auxiliary: list[Task[Any]] = [NliClassification(data.nli, training.nli_batch_size, training.nli_ratio)]
-    if distill_vectors is not None:
-        auxiliary.append(Distillation(distill_texts, distill_vectors, distill_rows,
+    if inputs.distill_vectors is not None:
+        auxiliary.append(Distillation(inputs.distill_texts, inputs.distill_vectors, inputs.distill_rows,
                                       training.batch_size, training.distill_ratio,
                                       training.distill_scale))
     auxiliary.append(StsRegression(data.sts, training.batch_size, training.sts_ratio))
-    if listwise is not None:
-        auxiliary.append(ListwiseDistillation(listwise, training.batch_size,
+    if inputs.listwise is not None:
+        auxiliary.append(ListwiseDistillation(inputs.listwise, training.batch_size,
                                               training.listwise_ratio, training.distill_scale))
     return objective, [task for task in auxiliary if len(task)]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from train.distillation import teacher_vectors
-from train.encoders import DanEncoder
+from train.modules import DanModule
 
 SIF_A = 1e-3
 
@@ -37,7 +37,7 @@ def pca(vectors: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
     return centred @ directions.T, directions
 
 
-def initialise_from_teacher(encoder: DanEncoder, teacher: str, cache_dir: Path) -> None:
+def initialise_from_teacher(encoder: DanModule, teacher: str, cache_dir: Path) -> None:
     """Set ``encoder``'s word embeddings (and, where it fits, its output layer) from the teacher's
     embeddings of each vocabulary word, cached in ``cache_dir`` beside the distillation texts'."""
     words = list(encoder.vocabulary.words)

@@ -1,6 +1,6 @@
 """Trained torch models: an encoder with its training heads, saved to and loaded from a model
-directory (the format is described in ``train.model_io``). Training and evaluation use these;
-answering queries uses ``train.inference`` and never imports this module.
+directory (the format is described in ``core.model_dir``). Training and evaluation use these;
+answering queries uses ``core.loader``.
 """
 
 from __future__ import annotations
@@ -17,24 +17,27 @@ from safetensors.numpy import load_file
 from safetensors.torch import save_file
 from torch import nn
 
-from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder
-from train.model_io import (
+from core.loader import EXPORTED_KINDS, export_missing
+from core.model_dir import (
+    CACHE_ENV_VAR,
     PRETRAINED,
     ModelError,
+    pretrained_export_dir,
     pretrained_name,
     read_model_config,
     update_model_config,
     write_model_config,
 )
+from core.quantization import ROW_SCALE_SUFFIX, dequantize_tables, quantize_rows
+from core.text import Vocabulary
+from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule
 from train.objectives import NliHead, ResponseSelectionHead
-from train.onnx_export import EXPORTED_KINDS, export_onnx
-from train.quantization import ROW_SCALE_SUFFIX, dequantize_tables, quantize_rows
-from train.text import Vocabulary
+from train.onnx_export import export_onnx
 
 
 @dataclass
 class TrainedModel:
-    encoder: SentenceEncoder
+    encoder: EncoderModule
     response_head: ResponseSelectionHead | None = None
     nli_head: NliHead | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -49,7 +52,7 @@ def _heads_config(model: TrainedModel) -> dict[str, Any]:
     return heads
 
 
-def _quantize_embeddings(encoder: SentenceEncoder, state: dict[str, torch.Tensor]) -> None:
+def _quantize_embeddings(encoder: EncoderModule, state: dict[str, torch.Tensor]) -> None:
     """Replace the encoder's embedding tables in ``state`` by int8 rows and their scales."""
     for name, module in encoder.named_modules():
         if isinstance(module, nn.Embedding):
@@ -69,7 +72,7 @@ def save_model(model: TrainedModel, directory: Path, half_precision: bool = Fals
     encoder = model.encoder
     dtype = torch.float16 if half_precision else torch.float32
     state: dict[str, torch.Tensor] = {}
-    if isinstance(encoder, PretrainedEncoder):
+    if isinstance(encoder, PretrainedModule):
         backbone = temporary / "backbone"
         encoder.tokenizer.save_pretrained(backbone)
         encoder.transformer.save_pretrained(backbone, state_dict={
@@ -102,17 +105,17 @@ def load_model(spec: str | Path) -> TrainedModel:
     """A saved model directory, or ``pretrained:NAME`` for an untouched pretrained peer."""
     name = pretrained_name(spec)
     if name is not None:
-        return TrainedModel(PretrainedEncoder(PRETRAINED[name]()).eval())
+        return TrainedModel(PretrainedModule(PRETRAINED[name]()).eval())
     directory = Path(spec)
     config = read_model_config(directory)
     config_path = directory / "config.json"
     kind = config["kind"]
     try:
-        if kind == PretrainedEncoder.kind:
-            encoder: SentenceEncoder = PretrainedEncoder(directory / "backbone", **config["encoder"])
+        if kind == PretrainedModule.kind:
+            encoder: EncoderModule = PretrainedModule(directory / "backbone", **config["encoder"])
         else:
             vocabulary = Vocabulary.load(directory / "vocab.json")
-            encoder = VOCABULARY_ENCODERS[kind](vocabulary, **config["encoder"])
+            encoder = VOCABULARY_MODULES[kind](vocabulary, **config["encoder"])
     except (KeyError, ValueError, OSError, TypeError) as err:
         raise ModelError(f"{config_path}: cannot build the encoder ({err})") from None
     heads = config.get("heads", {})
@@ -125,7 +128,7 @@ def load_model(spec: str | Path) -> TrainedModel:
     )
     state = {k: torch.from_numpy(v).float() if v.dtype.kind == "f" else torch.from_numpy(v)
              for k, v in dequantize_tables(load_file(str(directory / "model.safetensors"))).items()}
-    modules = (("encoder.", None if kind == PretrainedEncoder.kind else encoder),
+    modules = (("encoder.", None if kind == PretrainedModule.kind else encoder),
                ("heads.response.", model.response_head), ("heads.nli.", model.nli_head))
     for prefix, module in modules:
         if module is not None:
@@ -135,13 +138,34 @@ def load_model(spec: str | Path) -> TrainedModel:
     return model
 
 
-def export_model(directory: Path, quantize: bool = True) -> dict[str, Any]:
-    """(Re)write a saved transformer's ONNX export and record it in its config.json; returns
-    the export's description. DAN and CSE models need none: they run in numpy."""
-    config = read_model_config(directory)
+def export_model(spec: str | Path, quantize: bool = True) -> tuple[Path, dict[str, Any]]:
+    """(Re)write the ONNX export of a saved transformer (recorded in its config.json) or of a
+    ``pretrained:NAME`` peer (beside its weights, else under $ASKALIKE_CACHE); returns the
+    export's folder and description. DAN and CSE models need none: they run in numpy."""
+    name = pretrained_name(spec)
+    directory = pretrained_export_dir(name) if name is not None else Path(spec)
+    config = read_model_config(directory) if name is None else {"kind": "pretrained"}
     if config["kind"] not in EXPORTED_KINDS:
         raise ModelError(f"{directory}: a {config['kind']} model runs in numpy; nothing to export")
-    described = export_onnx(load_model(directory).encoder, directory,
-                            weight_dtype=config.get("dtype", "float32"), quantize=quantize)
-    update_model_config(directory, inference=described)
-    return described
+    encoder = load_model(spec).encoder
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        described = export_onnx(encoder, directory, weight_dtype=config.get("dtype", "float32"),
+                                quantize=quantize)
+    except OSError as err:
+        raise ModelError(f"{directory}: cannot write the ONNX export of {spec} ({err}); set "
+                         f"{CACHE_ENV_VAR} to a writable folder or re-save the model") from None
+    if name is None:
+        update_model_config(directory, inference=described)
+    return directory, described
+
+
+def export_once(spec: str | Path) -> bool:
+    """Write the ONNX export that queries run for a transformer model directory or a
+    ``pretrained:NAME`` peer when it has none yet; True when it was written. The commands that
+    take ``--model`` call this before they load an encoder, so that the query path itself never
+    needs torch."""
+    if export_missing(spec) is None:
+        return False
+    export_model(spec)
+    return True

@@ -23,29 +23,20 @@ import torch.distributed as dist
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
+from core.datasets import read_word_vectors
+from core.files import atomic_write, remove_stale_temporaries
+from core.model_dir import PRETRAINED
+from core.sts_evaluation import evaluate_stsb
+from core.text import Vocabulary
 from train.config import TrainConfig, parse_config
-from train.corpus import TrainingData, conversation_pairs, load_training_data
-from train.datasets import read_sts_benchmark, read_word_vectors, stsb_path
-from train.distillation import (
-    distillation_rows,
-    distillation_texts,
-    read_distillation_texts,
-    read_in_domain_count,
-    teacher_vectors,
-    write_distillation_texts,
-)
-from train.encoders import VOCABULARY_ENCODERS, PretrainedEncoder, SentenceEncoder, VocabularyEncoder
-from train.evaluation import evaluate_stsb
-from train.files import atomic_write, remove_stale_temporaries
-from train.listwise import ListwiseLists, candidate_cosines, nearest_candidates
-from train.model_io import PRETRAINED
+from train.corpus import TrainingData, load_training_data
+from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule, VocabularyModule
+from train.task_inputs import distillation_sample, task_inputs
 from train.tasks import Batch, Task, training_model, training_tasks
 from train.teacher_init import initialise_from_teacher
-from train.text import Vocabulary
 from train.trained_model import TrainedModel, load_model, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
-LISTWISE_FILE = "listwise-candidates.npy"  # the run's candidate lists (rows of the forum questions)
 T = TypeVar("T")
 
 
@@ -60,9 +51,7 @@ class Cursor:
 @dataclass
 class RunState:
     step: int = 0
-    cursors: dict[str, Cursor] = field(  # by task stream
-        default_factory=lambda: {stream: Cursor() for stream in
-                                 ("pairs", "nli", "distill", "sts", "listwise")})
+    cursors: dict[str, Cursor] = field(default_factory=dict)  # by task stream, made on first use
     train_seconds: float = 0.0  # time in training steps only (not evaluation), over all resumes
     seen_pairs: int = 0
 
@@ -104,12 +93,12 @@ def choose_device() -> torch.device:
 
 
 def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir: Path,
-                  vocabulary: Vocabulary | None, run_dir: Path) -> SentenceEncoder:
+                  vocabulary: Vocabulary | None, run_dir: Path) -> EncoderModule:
     """The encoder to train: a pretrained one, an earlier stage's, or a new one over
     ``vocabulary`` (built from ``vocabulary_texts`` when None)."""
     model = config.model
     if model.kind == "pretrained":
-        return PretrainedEncoder(PRETRAINED[model.pretrained](), **model.encoder)
+        return PretrainedModule(PRETRAINED[model.pretrained](), **model.encoder)
     if model.initialise_from:
         encoder = load_model(model.initialise_from).encoder
         if encoder.kind != model.kind:
@@ -119,7 +108,7 @@ def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir
     if vocabulary is None:
         vocabulary = Vocabulary.build(vocabulary_texts, model.vocabulary_size, model.min_count,
                                       model.oov_buckets, model.bigram_buckets)
-    encoder = VOCABULARY_ENCODERS[model.kind](vocabulary, **model.encoder)
+    encoder = VOCABULARY_MODULES[model.kind](vocabulary, **model.encoder)
     if model.glove:
         load_glove(encoder, data_dir / GLOVE)
     if model.teacher_init:
@@ -127,7 +116,7 @@ def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir
     return encoder
 
 
-def load_glove(encoder: VocabularyEncoder, path: Path) -> int:
+def load_glove(encoder: VocabularyModule, path: Path) -> int:
     """Copy GloVe vectors into the word embeddings of known words; returns how many."""
     table = encoder.word_embeddings.weight
     found = 0
@@ -178,21 +167,20 @@ class Trainer:
         torch.manual_seed(config.seed)
         vocabulary_path = run_dir / "vocab.json"
         vocabulary = Vocabulary.load(vocabulary_path) if vocabulary_path.is_file() else None
-        distill_texts, in_domain, cache_dir = self._distillation_sample(config)
-        vocabulary_texts = (distill_texts if config.model.vocabulary_from_distillation
+        sample = distillation_sample(config, self.data, data_dir, run_dir)
+        vocabulary_texts = (sample.texts if config.model.vocabulary_from_distillation
                             else (text for pair in self.data.pairs for text in pair))
         encoder = build_encoder(config, vocabulary_texts, data_dir, vocabulary, run_dir)
-        if isinstance(encoder, VocabularyEncoder) and self.rank == 0:
+        if isinstance(encoder, VocabularyModule) and self.rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             encoder.vocabulary.save(vocabulary_path)
         training = config.training
         # the heads are initialised before the teacher pass, which may draw from the same RNG
         model = training_model(encoder, training, self.data)
-        distill_vectors, distill_rows = self._teacher(config, distill_texts, in_domain, cache_dir)
-        listwise = self._listwise(config, encoder, cache_dir)
+        inputs = task_inputs(config, sample, self.data, encoder, run_dir, self.rank == 0,
+                             self._rank_zero_first)
         self.model = model.to(self.device)
-        self.objective, self.auxiliary = training_tasks(training, self.data, encoder, distill_texts,
-                                                        distill_vectors, distill_rows, listwise)
+        self.objective, self.auxiliary = training_tasks(training, self.data, encoder, inputs)
         self.tasks = {task.name: task for task in (self.objective, *self.auxiliary)}
         self.optimizers = make_optimizers(self.model, training.learning_rate, training.sparse_embeddings)
         self.wrapped: nn.Module = self.model
@@ -200,37 +188,6 @@ class Trainer:
             # the NLI head sits idle on response steps and vice versa
             self.wrapped = nn.parallel.DistributedDataParallel(
                 self.model, find_unused_parameters=model.nli_head is not None or bool(self.auxiliary))
-
-    def _distillation_sample(self, config: TrainConfig) -> tuple[list[str], int, Path]:
-        """The texts to distill (drawn, or an earlier run's), how many of their first ones are
-        in-domain (an earlier run's count is read only when they are weighted), and the folder
-        of their teacher vectors."""
-        data = config.data
-        if config.training.distill_ratio <= 0:
-            return [], 0, self.run_dir / "teacher"
-        if data.distill_texts_from:
-            cache_dir = Path(data.distill_texts_from) / "teacher"
-            texts = read_distillation_texts(cache_dir)
-            weighted = data.distill_in_domain_copies > 1
-            return texts, read_in_domain_count(cache_dir) if weighted else 0, cache_dir
-        groups = self._distillation_pool()
-        texts = distillation_texts(groups, data.distill_sentences, config.seed)
-        # a sample's in-domain texts are its prefix: what the in-domain group alone gives
-        in_domain = len(distillation_texts(groups[:1], data.distill_sentences, config.seed))
-        return texts, in_domain, self.run_dir / "teacher"
-
-    def _teacher(self, config: TrainConfig, texts: list[str], in_domain: int,
-                 cache_dir: Path) -> tuple[torch.Tensor | None, np.ndarray]:
-        """The sample's teacher vectors (computed once, cached in the run, or read from an
-        earlier run's cache) and the rows the distillation task draws."""
-        if config.training.distill_ratio <= 0:
-            return None, np.arange(0)
-        data = config.data
-        if self.rank == 0 and not data.distill_texts_from:
-            write_distillation_texts(cache_dir, texts, in_domain)
-        vectors = self._rank_zero_first(lambda: teacher_vectors(data.distill_teacher, texts, cache_dir))
-        rows = distillation_rows(len(texts), in_domain, data.distill_in_domain_copies)
-        return torch.from_numpy(vectors), rows
 
     def _rank_zero_first(self, compute: Callable[[], T]) -> T:
         """``compute()`` on rank 0 first (e.g. a teacher pass that fills a cache), then on the
@@ -242,41 +199,6 @@ class Trainer:
         if waits and self.rank == 0:
             dist.barrier()
         return result
-
-    def _listwise(self, config: TrainConfig, encoder: SentenceEncoder,
-                  cache_dir: Path) -> ListwiseLists | None:
-        """The forum questions' candidate lists: from the teacher's vectors (cached beside the
-        distillation sample's) and the starting encoder's, saved in the run so that a resumed
-        run trains on the same lists even where floating point differs."""
-        count = config.data.listwise_candidates
-        if not count:
-            return None
-        questions = self.data.forum_questions
-        if not questions:
-            raise ValueError("[data] listwise_candidates needs forum questions: the CQA train "
-                             "split or [data] qatar_living threads")
-        teacher = self._rank_zero_first(lambda: teacher_vectors(
-            config.data.distill_teacher, questions, cache_dir, prefix="listwise"))
-        path = self.run_dir / LISTWISE_FILE
-        candidates = np.load(path) if path.is_file() else None
-        if candidates is None or candidates.shape != (len(questions), count):
-            candidates = nearest_candidates(teacher, encoder.encode(questions), count)
-            if self.rank == 0:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-                with atomic_write(path) as temporary, open(temporary, "wb") as handle:
-                    np.save(handle, candidates)
-        return ListwiseLists(questions, candidates, candidate_cosines(teacher, candidates))
-
-    def _distillation_pool(self) -> list[list[str]]:
-        """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
-        data = self.data
-        in_domain = [text for pair in data.pairs for text in pair]
-        in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
-        in_domain += [text for pair in read_sts_benchmark(stsb_path(self.data_dir, "train"))
-                      for text in (pair.sentence1, pair.sentence2)]
-        general = [text for stem in self.config.data.distill_conversations
-                   for pair in conversation_pairs(self.data_dir, stem)[0] for text in pair]
-        return [in_domain, general]
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -308,8 +230,8 @@ class Trainer:
         self.model.load_state_dict(payload["model"])
         for optimizer, state in zip(self.optimizers, payload["optimizers"], strict=True):
             optimizer.load_state_dict(state)
-        self.state = RunState(payload["step"], RunState().cursors | {
-            k: Cursor(*v) for k, v in payload["cursors"].items()}, *payload.get("throughput", (0.0, 0)))
+        self.state = RunState(payload["step"], {k: Cursor(*v) for k, v in payload["cursors"].items()},
+                              *payload.get("throughput", (0.0, 0)))
         torch.set_rng_state(payload["torch_rng"].cpu())
         if payload["cuda_rng"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(payload["cuda_rng"])
@@ -359,7 +281,7 @@ class Trainer:
         """A batch stream per task, by its stream name."""
         seed = self.config.seed
         return {task.stream: BatchStream(partial(task.epoch_batches, seed), task.batch_size,
-                                         self.state.cursors[task.stream])
+                                         self.state.cursors.setdefault(task.stream, Cursor()))
                 for task in self.tasks.values()}
 
     def _batch(self, task: Task, streams: dict[str, BatchStream]) -> Batch:

@@ -6,8 +6,8 @@ towards the backbone (WiSE-FT), above 1 extrapolates. The result is saved as a m
 in the members' storage (int8 embedding tables when theirs are), to be measured with
 ``askalike eval``.
 
-    python -m bench.weight_average --out runs/soup models/accurate runs/accurate-seed14/model ...
-    python -m bench.weight_average --backbone runs/fast-distill/model --out runs/fast-soup \
+    python -m bench.experiments.weight_average --out runs/soup models/accurate runs/accurate-seed14/model ...
+    python -m bench.experiments.weight_average --backbone runs/fast-distill/model --out runs/fast-soup \
         runs/fast-finetune/model runs/fast-finetune-seed14/model ...
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from train.model_io import ModelError, read_model_config
+from core.model_dir import ModelError, read_model_config
 from train.seed_average import average_models
 from train.trained_model import load_model, save_model
 

@@ -14,9 +14,9 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as safe_et
 from defusedxml import DefusedXmlException
 
-from train.data_dir import CQA_SPLITS, DataError
-from train.datasets import json_objects
-from train.text import join_subject_body
+from core.data_dir import CQA_SPLITS, DataError
+from core.datasets import json_objects
+from core.text import join_subject_body
 
 RELEVANT_LABELS = frozenset({"PerfectMatch", "Relevant"})
 

@@ -17,13 +17,14 @@ import numpy as np
 
 from bench.common import markdown_table, real_questions, write_section
 from bench.encoding import sentences_per_second
+from core.data_dir import resolve_data_dir
+from core.encoder import Encoder
+from core.loader import load_encoder
+from core.model_dir import ONNX_FILE
+from core.sts_evaluation import evaluate_stsb
 from retrieval.cqa_runs import load_cqa_split
 from retrieval.model_card import cqa_map
 from retrieval.reranker import Reranker
-from train.data_dir import resolve_data_dir
-from train.evaluation import evaluate_stsb
-from train.inference import Encoder, load_encoder
-from train.model_io import ONNX_FILE
 from train.onnx_export import quantizable_nodes, quantize_nodes
 from train.trained_model import export_model
 
@@ -98,7 +99,7 @@ def main() -> None:
             + markdown_table(["int8", "cosine", "sentences/s", "vs fp32", "STSb dev", "STSb test",
                               "CQA dev 2016", "test 2016", "test 2017", "within on dev"], rows))
     write_section("quantization", "Which int8 export to ship (issue: runtime)",
-                  f"python -m bench.quantization --model {args.model} --questions {args.questions}", body)
+                  f"python -m bench.export_variants --model {args.model} --questions {args.questions}", body)
 
 
 if __name__ == "__main__":

@@ -2,23 +2,24 @@
 
 A model directory holds ``config.json`` (encoder kind and arguments, head sizes),
 ``model.safetensors`` (encoder and head weights, fp16 or fp32; a DAN's or CSE's embedding tables
-may be int8 rows with a scale each, see ``train.quantization``), ``vocab.json`` for encoders with
+may be int8 rows with a scale each, see ``core.quantization``), ``vocab.json`` for encoders with
 their own vocabulary, ``backbone/`` for a fine-tuned pretrained transformer, ``model.onnx`` (the
 transformer exported for ONNX Runtime) and ``metrics.json`` with its evaluation figures.
-``pretrained:NAME`` names an untouched peer. This module imports neither torch nor numpy: the
-query path gets its encoders from ``train.inference.load_encoder`` (numpy and ONNX Runtime),
-training gets torch models from ``train.trained_model``.
+``pretrained:NAME`` names an untouched peer. Light (no numpy): the CLI reads it at start-up.
+Queries get a model's encoder from ``core.loader``, training its torch model from
+``train.trained_model``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from train.errors import UserError
-from train.files import files_sha256, write_text_atomically
+from core.errors import UserError
+from core.files import files_sha256, write_text_atomically
 
 PRETRAINED_PREFIX = "pretrained:"
 # the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
@@ -109,6 +110,29 @@ def weights_fingerprint(spec: str | Path) -> str:
     if not paths:
         raise ModelError(f"{spec}: no weights to fingerprint")
     return _remembered_sha256(paths)[:16]
+
+
+@dataclass(frozen=True)
+class EncoderIdentity:
+    model: str  # a model directory (absolute) or pretrained:NAME
+    fingerprint: str  # hash of the weights
+    dim: int
+
+    def describe(self) -> str:
+        return f"{self.model} (weights {self.fingerprint}, {self.dim} dimensions)"
+
+    def same_weights(self, other: EncoderIdentity) -> bool:
+        """One encoder, however its directory was reached: the weights decide, not the path."""
+        return (self.fingerprint, self.dim) == (other.fingerprint, other.dim)
+
+
+def require_same_encoder(recorded: EncoderIdentity, given: EncoderIdentity, where: str, fix: str,
+                         error: type[UserError]) -> None:
+    """Refuse ``given`` (raising ``error``) when its weights differ from those of the vectors
+    ``where`` holds."""
+    if not recorded.same_weights(given):
+        raise error(f"{where} holds vectors of {recorded.describe()}; {given.describe()} is a "
+                    f"different encoder: {fix}")
 
 
 FINGERPRINTS_FILE = "fingerprints.json"

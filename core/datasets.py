@@ -1,6 +1,6 @@
 """Readers for the public datasets askalike trains and evaluates on (STS, SICK, NLI,
 conversations, GloVe), as typed records, and the line-numbered text, TSV and JSON Lines helpers
-that every reader builds on. SemEval CQA questions are read by ``train.cqa_questions``.
+that every reader builds on. SemEval CQA questions are read by ``core.cqa_questions``.
 
 All readers stream where files are large and raise :class:`DataError` (file, line, what is
 wrong) on missing or malformed input, so that callers can print one line instead of a traceback.
@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from train.data_dir import DataError
+from core.data_dir import DataError
 
 # --------------------------------------------------------------------------- text files
 
@@ -235,7 +235,7 @@ HARD_NEGATIVES_HEADER = ["original_id", "negative"]
 
 def read_hard_negatives(path: Path) -> dict[str, list[str]]:
     """TSV with header ``original_id negative``: each CQA original question's hard negatives,
-    in file order (``python -m bench.bm25_negatives`` writes one)."""
+    in file order (``python -m train.bm25_negatives`` writes one)."""
     rows = _tsv_rows(path)
     _expect_header(path, rows, HARD_NEGATIVES_HEADER)
     negatives: dict[str, list[str]] = {}

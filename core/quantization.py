@@ -2,8 +2,7 @@
 
 A static encoder's size is almost all embedding table; int8 halves what fp16 takes, so the
 same disk budget holds twice the rows. The numpy encoders keep the int8 rows in memory and
-scale only the rows a batch looks up; training reads the tables back as floats. Numpy only:
-the query path must not need torch.
+scale only the rows a batch looks up; training reads the tables back as floats.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ vectors before the cosine, by centring them on the mean of in-domain questions a
 top principal directions ("all-but-the-top", Mu & Viswanath 2018). The reference questions are
 CQA train's (originals and related questions), never an evaluation split. Choose on dev 2016.
 
-    python -m bench.postprocess --model models/fast [--splits dev2016 test2016 test2017]
+    python -m bench.experiments.postprocess --model models/fast [--splits dev2016 test2016 test2017]
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.levers import cqa_lever_arguments
+from bench.experiments.levers import cqa_lever_arguments
+from core.encoder import BatchedEncoder, Encoder
 from retrieval.cqa import evaluate_scores
 from retrieval.cqa_runs import load_cqa_split
 from retrieval.reranker import Reranker
-from train.inference import Encoder
 
 REMOVED_DIRECTIONS = (0, 1, 2, 3, 5, 10)
 
 
-class PostProcessed(Encoder):
+class PostProcessed(BatchedEncoder):
     """``base``'s unit vectors minus ``mean``, with their components along ``directions`` removed
     (``encode`` normalises the result again)."""
 

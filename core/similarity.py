@@ -1,4 +1,4 @@
-"""Similarity of embeddings, numpy only (the query path imports it without torch or scipy)."""
+"""Similarity of embeddings: the cosine of two texts and Yang et al.'s 0-5 scale."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from train.errors import UserError
+from core.errors import UserError
 
 
 def angular_similarity(cosine: np.ndarray) -> np.ndarray:

@@ -1,17 +1,16 @@
-"""The command line shared by the scripts that measure a ranking lever on CQA splits
-(``bench.fusion``, ``bench.postprocess``). Kept out of ``bench.common``: the splits' names come
-from ``retrieval.model_card``, which imports torch, and the benchmarks that measure memory or
-start-up import ``bench.common``."""
+"""The command line shared by the experiments that measure a ranking lever on CQA splits
+(``bench.experiments.fusion``, ``bench.experiments.postprocess``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from core.data_dir import resolve_data_dir
+from core.encoder import Encoder
+from core.loader import load_encoder
+from core.model_dir import ModelError
 from retrieval.model_card import ALL_SPLITS
-from train.data_dir import resolve_data_dir
-from train.inference import Encoder, load_encoder
-from train.model_io import ModelError
 
 
 def cqa_lever_arguments(description: str) -> tuple[Encoder, Path, list[str]]:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from train.text import PAD, Vocabulary
+from core.text import PAD, Vocabulary
 
 
 def tanh_feed_forward(width: int, hidden: int, out: int, zero_start: bool = False) -> nn.Sequential:
@@ -33,7 +33,7 @@ def tanh_feed_forward(width: int, hidden: int, out: int, zero_start: bool = Fals
     return branch
 
 
-class SentenceEncoder(nn.Module):
+class EncoderModule(nn.Module):
     """Base class: subclasses turn texts into tensors (``tokenize``) and tensors into vectors."""
 
     kind: str = ""
@@ -80,7 +80,7 @@ class SentenceEncoder(nn.Module):
         return result
 
 
-class VocabularyEncoder(SentenceEncoder):
+class VocabularyModule(EncoderModule):
     """An encoder trained from scratch over the project's own vocabulary."""
 
     def __init__(self, vocabulary: Vocabulary, max_length: int) -> None:
@@ -99,7 +99,7 @@ class VocabularyEncoder(SentenceEncoder):
         return self.words
 
 
-class DanEncoder(VocabularyEncoder):
+class DanModule(VocabularyModule):
     """``residual_hidden`` > 0 adds a tanh branch of that width from the pooled embedding to the
     output, beside the feed-forward stack: it lets a one-layer (linear) DAN model interactions
     between words while a teacher-initialised DAN still starts as its static distillation."""
@@ -160,7 +160,7 @@ def timing_signal(length: int, channels: int) -> torch.Tensor:
     return signal
 
 
-class TransformerSentenceEncoder(VocabularyEncoder):
+class TransformerModule(VocabularyModule):
     kind = "transformer"
 
     def __init__(self, vocabulary: Vocabulary, hidden: int = 512, layers: int = 6, heads: int = 8,
@@ -195,7 +195,7 @@ class TransformerSentenceEncoder(VocabularyEncoder):
                 "dropout": self.dropout}
 
 
-class CseEncoder(VocabularyEncoder):
+class CseModule(VocabularyModule):
     """Wide convolutions (zero-padded by width-1 on both sides) so every n-gram of a sentence,
     however short, is seen; positions beyond the sentence are masked before sum pooling, so
     batch padding never changes an embedding. The convolutions have no bias: under sum pooling
@@ -231,7 +231,7 @@ class CseEncoder(VocabularyEncoder):
                 "maps": self.maps, "max_length": self.max_length}
 
 
-class PretrainedEncoder(SentenceEncoder):
+class PretrainedModule(EncoderModule):
     """A Hugging Face transformer checkpoint read from a local directory, mean pooled."""
 
     kind = "pretrained"
@@ -262,6 +262,6 @@ class PretrainedEncoder(SentenceEncoder):
         return {"max_length": self.max_length}
 
 
-VOCABULARY_ENCODERS: dict[str, type[VocabularyEncoder]] = {
-    cls.kind: cls for cls in (DanEncoder, TransformerSentenceEncoder, CseEncoder)
+VOCABULARY_MODULES: dict[str, type[VocabularyModule]] = {
+    cls.kind: cls for cls in (DanModule, TransformerModule, CseModule)
 }

@@ -1,0 +1,47 @@
+"""Encoders: texts in, float32 vectors out.
+
+``Encoder`` is the one protocol that indexing, search, reranking and evaluation take; the torch
+training modules (``train.modules``) have it too. The encoders that answer queries are
+``BatchedEncoder``s that run without torch (``core.loader.load_encoder`` gives them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class Encoder(Protocol):
+    kind: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
+        """Embeddings, shape (len(texts), dim), float32, L2-normalised unless told otherwise."""
+        ...
+
+
+class BatchedEncoder:
+    """An ``Encoder`` built on ``embed_batch`` (one batch of texts to unnormalised vectors):
+    ``encode`` orders texts by length so that batches carry little padding, and L2-normalises."""
+
+    kind: str
+    dim: int
+    max_batch: int = 1 << 30  # texts per embed_batch call at most, whatever batch_size asks
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
+        result = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = np.argsort([len(text) for text in texts], kind="stable")
+        step = min(batch_size, self.max_batch)
+        for start in range(0, len(order), step):
+            chunk = order[start : start + step]
+            vectors = self.embed_batch([texts[i] for i in chunk]).astype(np.float32, copy=False)
+            if normalize:
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                vectors = vectors / np.maximum(norms, 1e-12)
+            result[chunk] = vectors
+        return result

@@ -1,0 +1,165 @@
+"""The connection to an index's database, through SQLAlchemy Core: URLs (parsed, their
+passwords hidden in every message), SQLite opened read-only where nothing may be written, the
+bound on waiting for another writer's lock, and database errors turned into ``StoreError``s that
+say what happened to the transaction."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
+
+from core.errors import UserError
+
+
+class StoreError(UserError):
+    """A database that cannot be opened or does not belong to this index."""
+
+
+def masked_url(url: str) -> str:
+    """The URL for messages, its password hidden; a URL that does not parse keeps only its
+    scheme and what follows the last ``@`` (the user and password are before it)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        if "@" not in url:
+            return url
+        head, _, tail = url.rpartition("@")
+        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
+        return f"{scheme}***@{tail}"
+
+
+def _parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+        parsed.port  # noqa: B018 - a port that is not a number raises here, not at connect
+    except (ArgumentError, ValueError) as err:
+        raise StoreError(f"not a database URL: {masked_url(url)} ({str(err).splitlines()[0]}); "
+                         "expected e.g. postgresql+psycopg://user@host:5432/db or "
+                         "sqlite:////path/file.sqlite3") from None
+    return parsed
+
+
+def _read_only_sqlite(path: Path, timeout: float) -> Any:
+    """A connection factory for reading that never creates the database. SQLite reads a WAL
+    database through a shared-memory file beside it: where the directory is writable, SQLite
+    makes and removes it itself (``mode=rw``: the file must exist); where it is not, a running
+    writer's is used read-only, and without a writer the file is opened as immutable."""
+    if not path.is_file():
+        raise StoreError(f"{path}: the database file is missing (deleted or moved?); rebuild the "
+                         "index with `askalike index`")
+    if os.access(path.parent, os.W_OK):
+        options = "mode=rw"
+    elif Path(f"{path}-wal").exists():
+        options = "mode=ro"
+    else:
+        options = "mode=ro&immutable=1"
+    uri = f"{path.resolve().as_uri()}?{options}"
+    return lambda: sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        # WAL: searches read the last committed state while an index run writes
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+LOCK_TIMEOUT_ENV_VAR = "ASKALIKE_DB_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+
+
+def lock_timeout_s() -> float:
+    """How long a write waits for a lock another writer holds (``ASKALIKE_DB_TIMEOUT``)."""
+    value = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "")
+    try:
+        seconds = float(value) if value else DEFAULT_LOCK_TIMEOUT_S
+    except ValueError:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds") from None
+    if seconds < 0:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: must not be negative")
+    return seconds
+
+
+def database_reason(err: DatabaseError) -> str:
+    """The first line of the driver's message (PostgreSQL adds detail lines)."""
+    return (str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0]
+
+
+def _is_lock_timeout(err: OperationalError) -> bool:
+    text = str(err.orig).lower()
+    return "database is locked" in text or "lock timeout" in text or "busy" in text
+
+
+class Database:
+    """An engine for one database URL. ``read_only``: a SQLite file is opened for reading only
+    and never created."""
+
+    def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
+        self.url = url
+        self.busy_timeout_s = lock_timeout_s() if busy_timeout_s is None else busy_timeout_s
+        parsed = _parse_url(url)
+        sqlite = parsed.get_backend_name() == "sqlite"
+        # both wait (retrying) up to the bound for a lock another writer holds, then fail
+        connect_args: dict[str, Any] = (
+            {"timeout": self.busy_timeout_s} if sqlite
+            else {"connect_timeout": 10, "options": f"-c lock_timeout={int(self.busy_timeout_s * 1000)}"})
+        options: dict[str, Any] = {"connect_args": connect_args}
+        if sqlite and read_only and parsed.database:
+            options = {"creator": _read_only_sqlite(Path(parsed.database), self.busy_timeout_s)}
+        elif sqlite and parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine = create_engine(url, **options)
+        except (ArgumentError, ImportError) as err:
+            raise StoreError(f"{masked_url(url)}: {err}") from None
+        if sqlite and not read_only:
+            _sqlite_pragmas(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A write transaction: committed whole or rolled back whole. A lock held by another
+        writer past the bound, a full disk or a value the database refuses becomes a StoreError
+        that says so."""
+        try:
+            with self.engine.begin() as connection:
+                yield connection
+        except DatabaseError as err:
+            where = masked_url(self.url)
+            if isinstance(err, OperationalError) and _is_lock_timeout(err):
+                raise StoreError(
+                    f"{where}: another program holds a write lock on the database; gave up after "
+                    f"{self.busy_timeout_s:g} s (set {LOCK_TIMEOUT_ENV_VAR} to wait longer); "
+                    "this transaction was rolled back, earlier ones are kept") from None
+            reason = database_reason(err)
+            raise StoreError(f"{where}: {reason} (this transaction was rolled back, earlier "
+                             "ones are kept)") from None
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read: a database that vanished or is damaged becomes a StoreError naming it."""
+        try:
+            with self.engine.connect() as connection:
+                yield connection
+        except DatabaseError as err:
+            reason = database_reason(err)
+            raise StoreError(f"cannot read the database {masked_url(self.url)}: {reason}") from None

@@ -1,0 +1,121 @@
+"""What an index directory is: the files in it, what each name means, the lock that keeps two
+writers apart and the id that ties the directory to its database.
+
+    manifest.json          which FAISS and BM25 files are current, how they were built (manifest.py)
+    vectors-GENERATION.faiss, lexical-GENERATION.npz
+                           caches of the database, rebuilt from it by `askalike check --repair`
+    askalike.sqlite3       the default database (questions and vectors), unless --db names another
+    index.id               the directory's id, recorded in its database (a database serves one index)
+    index.lock             held by the one writer
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.errors import UserError
+from core.files import remove_stale_temporaries, write_text_atomically
+
+MANIFEST_FILE = "manifest.json"
+LOCK_FILE = "index.lock"
+ID_FILE = "index.id"
+SQLITE_FILE = "askalike.sqlite3"
+FAISS_FILES, LEXICAL_FILES = "vectors-*.faiss", "lexical-*.npz"
+OWN_DATABASE = ""  # the manifest's database when it is the SQLite file in the index directory
+REPAIR_HINT = "askalike check --repair --index {dir}"
+
+
+class IndexDirectoryError(UserError):
+    """An index directory that is missing, busy, damaged, or used with the wrong encoder."""
+
+
+def faiss_file_name(generation: int) -> str:
+    return f"vectors-{generation:08d}.faiss"
+
+
+def lexical_file_name(generation: int) -> str:
+    return f"lexical-{generation:08d}.npz"
+
+
+def default_database_url(index_dir: Path) -> str:
+    return f"sqlite:///{(index_dir / SQLITE_FILE).resolve()}"
+
+
+def database_for_manifest(index_dir: Path, url: str, masked: str) -> str:
+    """How the manifest names the database at ``url`` (``masked``: the URL with its password
+    hidden): OWN_DATABASE for the directory's own SQLite file, so that the directory can be moved
+    or copied, else the masked URL."""
+    return OWN_DATABASE if url == default_database_url(index_dir) else masked
+
+
+def _names_own_database(recorded: str, index_dir: Path) -> bool:
+    """Does a manifest's database mean the index directory's own SQLite file? Yes for
+    OWN_DATABASE, and for an older manifest's absolute URL of an ``askalike.sqlite3`` that is
+    no longer there (the directory was moved or copied) while this directory has its own."""
+    if recorded in (OWN_DATABASE, default_database_url(index_dir)):
+        return True
+    prefix = "sqlite:///"
+    return (recorded.startswith(prefix) and recorded.endswith("/" + SQLITE_FILE)
+            and not Path(recorded.removeprefix(prefix)).exists()
+            and (index_dir / SQLITE_FILE).is_file())
+
+
+def database_from_manifest(index_dir: Path, recorded: str | None, env_var: str) -> str:
+    """The database URL a manifest's ``database`` means (None: no manifest yet, so the
+    directory's own); one recorded with its password hidden must be given again (``env_var``)."""
+    if recorded is None or _names_own_database(recorded, index_dir):
+        return default_database_url(index_dir)
+    if "***" in recorded:
+        raise IndexDirectoryError(f"{index_dir} uses the database {recorded}: pass its URL with the "
+                                  f"password by --db or ${env_var}")
+    return recorded
+
+
+@contextmanager
+def index_lock(index_dir: Path) -> Iterator[None]:
+    """Exclusive use of an index directory for writing; a second writer is refused at once.
+    Temporaries a killed writer left behind are removed once the lock is held."""
+    if index_dir.exists() and not index_dir.is_dir():
+        raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
+                                  "or holding an index)")
+    index_dir.mkdir(parents=True, exist_ok=True)
+    with open(index_dir / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise IndexDirectoryError(f"{index_dir} is being written by {holder}: wait for that run to "
+                              "finish (an index directory takes one writer at a time)") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"askalike pid {os.getpid()}")
+        handle.flush()
+        remove_stale_temporaries(index_dir)
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def index_id(index_dir: Path) -> str | None:
+    """The id that ties an index directory to its database (None: an older index without one)."""
+    path = index_dir / ID_FILE
+    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
+
+
+def ensure_index_id(index_dir: Path) -> str:
+    """The directory's id, made on its first index run (written before the database is claimed,
+    so that an interrupted first run is still recognised by its re-run)."""
+    existing = index_id(index_dir)
+    if existing is not None:
+        return existing
+    new = uuid.uuid4().hex
+    write_text_atomically(index_dir / ID_FILE, new + "\n")
+    return new

@@ -1,0 +1,102 @@
+"""An index directory's manifest (``indexer.manifest``) and layout (``indexer.layout``): the
+manifest is type-checked and names only files inside the directory, the files it names are
+verified on every open, replacing it drops the files it no longer names, the database it names
+survives a move of the directory, and one writer holds the lock."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import faiss
+import numpy as np
+import pytest
+
+from core.model_dir import EncoderIdentity
+from indexer.layout import (
+    MANIFEST_FILE,
+    OWN_DATABASE,
+    IndexDirectoryError,
+    database_for_manifest,
+    database_from_manifest,
+    default_database_url,
+    ensure_index_id,
+    faiss_file_name,
+    index_lock,
+)
+from indexer.manifest import Manifest, load_faiss, read_manifest, write_manifest
+from indexer.vector_index import build_index, write_index
+
+DIM = 4
+
+
+def _manifest_with_index(index_dir, generation: int = 1) -> Manifest:
+    vectors = np.eye(DIM, dtype=np.float32)
+    index = build_index("flat", {}, DIM, iter([(np.arange(DIM, dtype=np.int64), vectors)]))
+    name = faiss_file_name(generation)
+    digest = write_index(index, index_dir / name)
+    return Manifest(encoder=EncoderIdentity("m", "f", DIM), database=OWN_DATABASE, index_type="flat",
+                    parameters={}, count=DIM, generation=generation, faiss_file=name,
+                    faiss_sha256=digest, faiss_bytes=(index_dir / name).stat().st_size)
+
+
+def test_a_manifest_round_trips_and_is_type_checked(tmp_path):
+    manifest = _manifest_with_index(tmp_path)
+    write_manifest(tmp_path, manifest)
+    assert read_manifest(tmp_path) == manifest
+    values = json.loads((tmp_path / MANIFEST_FILE).read_text())
+    for key, bad in (("count", True), ("generation", "1"), ("faiss_file", "../outside.faiss")):
+        (tmp_path / MANIFEST_FILE).write_text(json.dumps({**values, key: bad}))
+        with pytest.raises(IndexDirectoryError, match="check --repair"):
+            read_manifest(tmp_path)
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps({**values, "format": 99}))
+    with pytest.raises(IndexDirectoryError, match="manifest format 99"):
+        read_manifest(tmp_path)
+
+
+def test_the_faiss_file_is_verified_on_every_open(tmp_path):
+    manifest = _manifest_with_index(tmp_path)
+    assert load_faiss(tmp_path, manifest).ntotal == DIM
+    path = tmp_path / manifest.faiss_file
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexDirectoryError, match="checksum"):
+        load_faiss(tmp_path, manifest)
+    path.write_bytes(bytes(data[:-1]))
+    with pytest.raises(IndexDirectoryError, match="truncated"):
+        load_faiss(tmp_path, manifest)
+
+
+def test_replacing_the_manifest_drops_the_files_it_no_longer_names(tmp_path):
+    first = _manifest_with_index(tmp_path, generation=1)
+    write_manifest(tmp_path, first)
+    second = _manifest_with_index(tmp_path, generation=2)
+    write_manifest(tmp_path, second)
+    assert not (tmp_path / first.faiss_file).exists()
+    assert (tmp_path / second.faiss_file).exists()
+    assert isinstance(load_faiss(tmp_path, replace(second)), faiss.Index)
+
+
+def test_the_database_a_manifest_names(tmp_path):
+    own = default_database_url(tmp_path)
+    assert database_for_manifest(tmp_path, own, own) == OWN_DATABASE
+    assert database_from_manifest(tmp_path, OWN_DATABASE, "ENV") == own
+    assert database_from_manifest(tmp_path, None, "ENV") == own
+    server = "postgresql+psycopg://bob@db/askalike"
+    assert database_for_manifest(tmp_path, server, server) == server
+    assert database_from_manifest(tmp_path, server, "ENV") == server
+    with pytest.raises(IndexDirectoryError, match=r"password by --db or \$ENV"):
+        database_from_manifest(tmp_path, "postgresql+psycopg://bob:***@db/askalike", "ENV")
+    # an older manifest's absolute URL of a directory since moved: this directory's own file
+    (tmp_path / "askalike.sqlite3").touch()
+    assert database_from_manifest(tmp_path, "sqlite:////gone/askalike.sqlite3", "ENV") == own
+
+
+def test_one_writer_holds_the_lock_and_the_id_is_made_once(tmp_path):
+    with (index_lock(tmp_path), pytest.raises(IndexDirectoryError, match="one writer at a time"),
+          index_lock(tmp_path)):
+        pass
+    with index_lock(tmp_path):  # released
+        pass
+    assert ensure_index_id(tmp_path) == ensure_index_id(tmp_path)

@@ -1,0 +1,63 @@
+"""Bringing an index directory's FAISS and BM25 files up to its store (``indexer.sync``): an
+add-only change extends the files, any other change (or a damaged file) rebuilds them from the
+stored vectors and texts, and the manifest then describes exactly what the store holds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.model_dir import EncoderIdentity
+from indexer.layout import default_database_url
+from indexer.manifest import load_faiss, load_lexical
+from indexer.sources import SourceQuestion
+from indexer.store import Store
+from indexer.sync import sync_vector_index
+from indexer.vector_index import index_ids
+
+DIM = 8
+ENCODER = EncoderIdentity("m", "f", DIM)
+
+
+def _add(store: Store, start: int, count: int) -> list[int]:
+    vectors = np.random.default_rng(start).normal(size=(count, DIM)).astype(np.float32)
+    questions = [SourceQuestion(f"q{i}", f"question number {i}", "") for i in range(start, start + count)]
+    return store.write("a.csv", questions, vectors, [None] * count)
+
+
+def _synced(index_dir, store, manifest, **options):
+    return sync_vector_index(index_dir, store, ENCODER, "flat", default_database_url(index_dir), manifest,
+                             **options)
+
+
+def _assert_matches_store(index_dir, manifest, store) -> None:
+    assert manifest.generation == store.generation() and manifest.count == store.count()
+    assert sorted(index_ids(load_faiss(index_dir, manifest))) == store.ids()
+    assert load_lexical(index_dir, manifest).doc_ids.tolist() == store.ids()
+
+
+def test_added_questions_extend_and_removed_ones_rebuild(tmp_path):
+    with Store(default_database_url(tmp_path)) as store:
+        ids = _add(store, 0, 10)
+        manifest, rebuilt = _synced(tmp_path, store, None)
+        assert rebuilt
+        _assert_matches_store(tmp_path, manifest, store)
+        _add(store, 10, 5)
+        manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
+        assert not rebuilt
+        _assert_matches_store(tmp_path, manifest, store)
+        store.delete(ids[:3])
+        manifest, rebuilt = _synced(tmp_path, store, manifest)
+        assert rebuilt
+        _assert_matches_store(tmp_path, manifest, store)
+        assert _synced(tmp_path, store, manifest) == (manifest, False)  # nothing to do
+
+
+def test_a_damaged_faiss_file_is_rebuilt_instead_of_extended(tmp_path):
+    with Store(default_database_url(tmp_path)) as store:
+        _add(store, 0, 10)
+        manifest, _ = _synced(tmp_path, store, None)
+        (tmp_path / manifest.faiss_file).write_bytes(b"damaged")
+        _add(store, 10, 5)
+        manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
+        assert rebuilt
+        _assert_matches_store(tmp_path, manifest, store)
