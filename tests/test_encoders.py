@@ -81,7 +81,8 @@ def test_timing_signal():
     assert torch.allclose(signal[0, 0::2], torch.zeros(4)) and torch.allclose(signal[0, 1::2], torch.ones(4))
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [  # saving a transformer exports it to ONNX: seconds
+    pytest.param(kind, marks=pytest.mark.slow) if kind == "transformer" else kind for kind in KINDS])
 def test_save_and_load_round_trip(tmp_path, kind):
     encoder = make(kind)
     model = TrainedModel(encoder, ResponseSelectionHead(encoder.dim), NliHead(encoder.dim, hidden=8),
@@ -96,6 +97,7 @@ def test_save_and_load_round_trip(tmp_path, kind):
                        atol=2e-2)
 
 
+@pytest.mark.slow  # loads all-MiniLM-L6-v2 in torch
 def test_pretrained_backbone_orders_similar_questions(tmp_path):
     model = load_model("pretrained:all-MiniLM-L6-v2")
     vectors = model.encoder.encode(["How can I renew my residence permit in Qatar?",

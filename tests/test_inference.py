@@ -86,6 +86,7 @@ def test_numpy_dan_adds_the_residual_branch_as_torch_does(tmp_path):
     assert not np.allclose(encoded, dan.encode(TEXTS, normalize=False), atol=1e-3)  # the branch counts
 
 
+@pytest.mark.slow  # an ONNX export: seconds
 def test_transformer_export_is_exact_unquantised_and_close_quantised(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")
     assert json.loads((directory / "config.json").read_text())["inference"]["file"] == ONNX_FILE
@@ -96,6 +97,7 @@ def test_transformer_export_is_exact_unquantised_and_close_quantised(tmp_path):
     np.testing.assert_allclose(load_encoder(directory).encode(TEXTS), expected, atol=1e-5)
 
 
+@pytest.mark.slow  # an ONNX export: seconds
 def test_the_int8_export_takes_every_matmul_with_a_weight(tmp_path):
     import torch
 
@@ -113,6 +115,7 @@ def test_the_int8_export_takes_every_matmul_with_a_weight(tmp_path):
     assert counts[False] > 0 and counts[True] == 0
 
 
+@pytest.mark.slow  # an ONNX export: seconds
 def test_a_transformer_saved_without_its_export_is_exported_once_by_the_command(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")
     (directory / ONNX_FILE).unlink()
