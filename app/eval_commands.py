@@ -44,7 +44,7 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
     if use_torch:
         from train.trained_model import load_model
 
-        return load_model(spec).encoder  # type: ignore[return-value]
+        return load_model(spec).encoder
     from core.loader import load_encoder
 
     return load_encoder(exported(spec))
