@@ -80,8 +80,9 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
 
 
 # bumped when train.onnx_export writes a different graph, so that cached exports are redone
-# (2: attention fused by ONNX Runtime's optimiser; 3: every MatMul with a weight in int8)
-EXPORT_FORMAT = 3
+# (2: attention fused by ONNX Runtime's optimiser; 3: every MatMul with a weight in int8;
+# 4: int8 weights, fp32 activations: vectors independent of the batch)
+EXPORT_FORMAT = 4
 
 
 def pretrained_export_dir(name: str) -> Path:

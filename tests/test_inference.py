@@ -213,3 +213,22 @@ def test_weights_fingerprint_works_where_the_cache_cannot_be_written(tmp_path, m
     model.mkdir()
     (model / "model.safetensors").write_bytes(b"weights")
     assert weights_fingerprint(model) == weights_fingerprint(model)
+
+
+LONG = " ".join(["and then the residence permit office asked for another attested document"] * 12)
+
+
+@pytest.mark.parametrize("model", ["accurate", "fast"])
+def test_a_texts_vector_does_not_depend_on_its_batch(model):
+    """Alone, among 7 or 255 others, among long texts and at every batch size the same text gets
+    the same vector (the int8 export's weights are int8, its activations are not quantised)."""
+    encoder = load_encoder(ROOT / "models" / model)
+    text = QUESTIONS[0]
+    alone = encoder.encode([text])[0]
+    others = QUESTIONS[1:] * 40
+    batches = {"batch of 8": [text, *others[:7]], "batch of 256": [text, *others[:255]],
+               "among long texts": [text, LONG, LONG + " again", *QUESTIONS[1:3]]}
+    for name, texts in batches.items():
+        for batch_size in (1, 8, 256):
+            vector = encoder.encode(texts, batch_size=batch_size)[0]
+            assert float(vector @ alone) >= 0.99999, (name, batch_size, float(vector @ alone))
