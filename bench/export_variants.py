@@ -3,7 +3,9 @@ some roles of nodes in int8 (``train.onnx_export.quantizable_nodes``), measured 
 cosine to the fp32 graph, its sentences/s and its STSb and CQA figures against the fp32 graph's.
 
 The choice is made on the dev splits only (STSb dev within 0.005 and CQA dev 2016 within 0.3 MAP
-of the fp32 graph, then the fastest); the test splits are printed for the record.
+of the fp32 graph, then the fastest); the test splits are printed for the record. These
+variants quantise activations per batch, which made vectors depend on their batch mates; the
+shipped export (format 4) keeps int8 weights only (docs/results.md, "Why not int8 activations").
 """
 
 from __future__ import annotations
