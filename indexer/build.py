@@ -142,14 +142,15 @@ def _planned(store: Store, source: str, questions: Iterable[SourceQuestion]) -> 
 
 
 def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: list[DataError],
-            report: IndexReport, show_progress: bool) -> list[tuple[str, SourceFile]]:
+            report: IndexReport, options: IndexOptions) -> list[tuple[str, SourceFile]]:
     """The first pass: validate every source and count what a run would do into ``report``
     (read, added, reembedded, metadata_updated, unchanged, warnings, undated); nothing is written.
     Returns ``files`` with a path to a stored source's file named as that source."""
     stored = list(store.counts_by_source()) if store is not None else []
     files = aliased(files, stored, report.warnings)
-    overlaps = Overlaps(store, [name for name, _ in files], stored)
-    with index_progress(show_progress) as progress:
+    kept = [] if options.prune else stored  # a prune removes the sources that the run does not name
+    overlaps = Overlaps(store, [name for name, _ in files], kept)
+    with index_progress(options.show_progress) as progress:
         task = progress.add_task("reading", total=None, unit="questions")
         for name, source in files:
             for questions in chunked(source.check(problems), READ_CHUNK):
@@ -274,14 +275,14 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     report = IndexReport(str(index_dir), masked_url(url), manifest.encoder.model if manifest else "",
                          dry_run=True)
     if manifest is None:  # a new index: every question would be added
-        _survey(None, files, problems, report, options.show_progress)
+        _survey(None, files, problems, report, options)
         report.total = report.added
     else:
         url = resolve_database(index_dir, database)
         report.database = masked_url(url)
         with Store(url, read_only=True) as store:
             store.require_owner(index_id(index_dir))
-            files = _survey(store, files, problems, report, options.show_progress)
+            files = _survey(store, files, problems, report, options)
             if options.prune:
                 stale = store.fetch(_stale_ids(store, files))
                 _require_safe_prune(len(stale), store.count(), report.read, lambda _: True)
@@ -341,7 +342,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             spec = model or (recorded.model if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
             survey = IndexReport(str(index_dir), masked_url(database), spec)
-            files = _survey(store, files, problems, survey, options.show_progress)
+            files = _survey(store, files, problems, survey, options)
             stale = _stale_ids(store, files) if options.prune else []
             _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
             encoder = load_encoder(spec, threads=options.threads)

@@ -50,7 +50,7 @@ def test_day_and_month_are_guessed_only_where_one_reading_is_possible(day, rende
     if day.day > 12 or day.day == day.month:
         assert parse_date(render(day)).moment == midnight(day)
     else:
-        with pytest.raises(DateValueError, match="is ambiguous .*give --date-format dmy or mdy"):
+        with pytest.raises(DateValueError, match=r"is ambiguous .*give --date-format dmy or mdy"):
             parse_date(render(day))
 
 
@@ -114,5 +114,5 @@ def test_until_a_day_takes_all_of_it_and_nothing_after(day):
 def test_date_window_names_the_bound_and_stays_open_past_the_last_day():
     assert date_window(None, "9999-12-31") == (None, None)
     assert date_window(None, "2024-01-05T10:00")[1] == datetime(2024, 1, 5, 10, 0, 0, 1, tzinfo=UTC)
-    with pytest.raises(DateValueError, match="^until '10/01/2024' is ambiguous"):
+    with pytest.raises(DateValueError, match=r"^until '10/01/2024' is ambiguous"):
         date_window("2024-01-01", "10/01/2024")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+from helpers import as_first_schema
 from sqlalchemy import text
 
 from core.model_dir import EncoderIdentity
@@ -154,22 +155,13 @@ def test_damaged_vectors_are_found_and_never_read(database_url, damage, problem)
         _set_vector(store, ids[1], damage(store.vectors_of([ids[1]], DIM)[ids[1]].tobytes()))
         (damaged,) = store.damaged_vectors(DIM)
         assert (damaged.id, damaged.external_id, damaged.problem) == (ids[1], "q1", problem)
-        with pytest.raises(DamagedVectorsError, match="1 stored vectors are damaged .*'q1' of a.csv"):
+        with pytest.raises(DamagedVectorsError, match=r"1 stored vectors are damaged .*'q1' of a\.csv"):
             list(store.vectors(DIM))
         with pytest.raises(DamagedVectorsError):
             store.vectors_of(ids, DIM)
         assert len(store.vectors_of([ids[0], ids[2]], DIM)) == 2
         store.replace_vectors({ids[1]: _vectors(1, seed=5)[0]})
         assert store.damaged_vectors(DIM) == [] and store.generation() == 2
-
-
-def _as_first_schema(url: str) -> None:
-    """Turn a database of this schema into one an askalike of schema 1 wrote."""
-    with Store(url) as store, store.engine.begin() as connection:
-        connection.execute(text("DROP INDEX ix_questions_dated"))
-        for column in ("dated", "category_key", "vector_crc32"):
-            connection.execute(text(f"ALTER TABLE questions DROP COLUMN {column}"))
-        connection.execute(text("UPDATE index_settings SET value = '1' WHERE key = 'schema_version'"))
 
 
 @pytest.mark.reliability("a database of schema 1 (dates and categories as text, no vector checksums, "
@@ -186,10 +178,10 @@ def test_a_first_schema_database_is_read_and_upgraded(database_url):
         ids = store.write("a.csv", questions, _vectors(3), [None] * 3)
         blob = store.vectors_of([ids[2]], DIM)[ids[2]] * 1e21
         _set_vector(store, ids[2], blob.astype("<f4").tobytes())
-    _as_first_schema(database_url)
+    as_first_schema(database_url)
     with Store(database_url, read_only=True) as old:
         assert old.schema_version == "1" and len(old.ids_matching(sources=["a.csv"])) == 3
-        with pytest.raises(StoreError, match="built by an older askalike.*`askalike check --repair`"):
+        with pytest.raises(StoreError, match=r"built by an older askalike.*`askalike check --repair`"):
             old.ids_matching(dated_from=datetime(2024, 1, 1, tzinfo=UTC))
         assert [d.external_id for d in old.damaged_vectors(DIM)] == ["c"]  # norms are checked
     with Store(database_url) as store:
