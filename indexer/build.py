@@ -175,13 +175,19 @@ def _date_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
                      "without a date, so that no date filter passes them)"] if more else [])
 
 
-def _require_safe_prune(removing: int, stored: int, read: int,
-                        confirm: Callable[[str], bool] | None) -> None:
-    """Refuse a prune that would empty the index because the sources hold nothing, and ask
-    before one that removes more than PRUNE_CONFIRM_SHARE of it."""
+def _refuse_prune_of_nothing(removing: int, stored: int, read: int) -> None:
+    """Refuse a prune that would empty the index because its sources hold no question (an empty
+    file, a header alone)."""
     if removing and not read:
         raise IndexBuildError(f"the sources hold no questions: --prune would remove all {stored:,} "
                               "questions of the index; nothing was changed (name the sources to keep)")
+
+
+def _require_safe_prune(removing: int, stored: int, read: int,
+                        confirm: Callable[[str], bool] | None) -> None:
+    """``_refuse_prune_of_nothing``, and ask before a prune of more than PRUNE_CONFIRM_SHARE of
+    the index (refused where ``confirm`` is None: nobody to ask)."""
+    _refuse_prune_of_nothing(removing, stored, read)
     if removing <= PRUNE_CONFIRM_SHARE * stored:
         return
     what = f"--prune would remove {removing:,} of the {stored:,} questions in the index"
@@ -285,7 +291,7 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
             files = _survey(store, files, problems, report, options)
             if options.prune:
                 stale = store.fetch(_stale_ids(store, files))
-                _require_safe_prune(len(stale), store.count(), report.read, lambda _: True)
+                _refuse_prune_of_nothing(len(stale), store.count(), report.read)
                 report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
                 report.removed = len(stale)
             report.total = store.count() + report.added - report.removed

@@ -254,7 +254,7 @@ def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-def printable_path(path: Path) -> str:
+def _printable_path(path: Path) -> str:
     """``path`` as it can be printed: bytes of its name that are not UTF-8 as escapes."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
@@ -262,7 +262,7 @@ def printable_path(path: Path) -> str:
 def require_regular_file(path: Path) -> os.stat_result:
     """The status of ``path``, a regular file with a UTF-8 name (the store keeps names as text);
     a DataError saying what it is otherwise."""
-    shown = printable_path(path)
+    shown = _printable_path(path)
     if shown != str(path):
         raise DataError(shown, "the file name is not valid UTF-8: rename the file (e.g. with "
                                "`convmv`) and index it again")

@@ -189,11 +189,15 @@ def _in_utc(moment: datetime | None) -> datetime | None:
 
 def _norm_problems(blobs: Sequence[bytes], dim: int) -> list[str | None]:
     """Per vector of the right length, whether it is finite and of unit norm."""
-    norms = np.linalg.norm(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
-                           .astype(np.float64), axis=1) if blobs else np.empty(0)
-    return [None if abs(norm - 1.0) <= NORM_TOLERANCE else
-            f"norm {norm:.3g}, not 1" if np.isfinite(norm) else "not finite (NaN or infinite values)"
-            for norm in norms]
+    problems: list[str | None] = [None] * len(blobs)
+    if not blobs:
+        return problems
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    for i in np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE)):  # NaN fails the test too
+        finite = np.isfinite(norms[i])
+        problems[i] = f"norm {norms[i]:.3g}, not 1" if finite else "not finite (NaN or infinite values)"
+    return problems
 
 
 def vector_problems(blobs: Sequence[bytes], checksums: Sequence[int | None] | None,
@@ -471,6 +475,11 @@ class Store(Database):
                 if row_id in stored else DamagedVector(row_id, "(deleted since)", f"row {row_id}", problem)
                 for row_id, problem in named.items()]
 
+    def _require_sound(self, rows: Sequence[Any], dim: int) -> None:
+        problems = self._problems(rows, dim)
+        if any(problems):
+            raise DamagedVectorsError(self._damaged(rows, problems))
+
     def vectors(self, dim: int, after_id: int = -1,
                 chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
@@ -479,9 +488,7 @@ class Store(Database):
             result = connection.execute(self._vector_query().where(_QUESTIONS.c.id > after_id)
                                         .order_by(_QUESTIONS.c.id).execution_options(yield_per=chunk))
             for part in result.partitions():
-                problems = self._problems(part, dim)
-                if any(problems):
-                    raise DamagedVectorsError(self._damaged(part, problems))
+                self._require_sound(part, dim)
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
@@ -493,9 +500,7 @@ class Store(Database):
         with self.reading() as connection:
             for part in _batches(ids):
                 rows = connection.execute(self._vector_query().where(_QUESTIONS.c.id.in_(part))).all()
-                problems = self._problems(rows, dim)
-                if any(problems):
-                    raise DamagedVectorsError(self._damaged(rows, problems))
+                self._require_sound(rows, dim)
                 found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
                              for row in rows)
         return found

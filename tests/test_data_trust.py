@@ -35,15 +35,6 @@ from indexer.directory import check_index
 from indexer.store import Store
 from indexer.tuning import IndexBuildError
 
-
-@pytest.fixture
-def built(tmp_path, tiny_model) -> tuple[Path, Path]:
-    """An index of 60 questions (its own SQLite file) and its source."""
-    source = write_jsonl(tmp_path / "questions.jsonl", collection(60))
-    index(source, tmp_path / "index", tiny_model)
-    return tmp_path / "index", source
-
-
 # ------------------------------------------------------------------ dates and categories
 
 DATED = ("id,subject,body,category,date\n"
@@ -59,19 +50,24 @@ def dated_ids(index_dir: Path, *filters: str) -> list[str]:
     return sorted(search_ids(index_dir, "visa", 50, *filters))
 
 
+@pytest.fixture
+def dated(tmp_path, tiny_model) -> tuple[Path, Path, dict]:
+    """An index of the DATED questions, their source and the run's report."""
+    source = tmp_path / "dated.csv"
+    source.write_text(DATED)
+    return tmp_path / "index", source, index(source, tmp_path / "index", tiny_model)
+
+
 @pytest.mark.reliability("`--since`/`--until` over dates written `2024-01-05`, `5 Jan 2024`, `20240105` "
                          "and `10/01/2024` (day or month first?), and a date that is not one",
                          "dates parsed when indexed and compared as dates; the ambiguous and the bad "
                          "one named in the run's summary, stored undated until `--date-format` decides")
-def test_dates_are_compared_as_dates(tmp_path, tiny_model):
-    source = tmp_path / "dated.csv"
-    source.write_text(DATED)
-    report = index(source, tmp_path / "index", tiny_model)
+def test_dates_are_compared_as_dates(dated, tiny_model):
+    index_dir, source, report = dated
     assert report["undated"] == 2 and len(report["warnings"]) == 2
     assert report["warnings"][0] == (f"{source}:5: date '10/01/2024' is ambiguous (10 January or 1 October "
                                      "2024): give --date-format dmy or mdy")
     assert report["warnings"][1].startswith(f"{source}:7: date 'soon' is not a date (expected YYYY-MM-DD")
-    index_dir = tmp_path / "index"
     one_day = ["--since", "2024-01-05", "--until", "2024-01-05"]
     assert dated_ids(index_dir, *one_day) == ["compact", "iso", "late", "written"]
     assert dated_ids(index_dir, "--since", "Jan 6, 2024") == []  # the undated pass no date filter
@@ -87,23 +83,18 @@ def test_dates_are_compared_as_dates(tmp_path, tiny_model):
 
 @pytest.mark.reliability("`--category` with a category written ` Visas `, `VISAS` and `visas` in "
                          "the source", "categories compared trimmed and case-folded: all three match")
-def test_categories_are_compared_as_names(tmp_path, tiny_model):
-    source = tmp_path / "dated.csv"
-    source.write_text(DATED)
-    index(source, tmp_path / "index", tiny_model)
-    assert dated_ids(tmp_path / "index", "--category", "visas ") == ["compact", "iso", "written"]
-    assert dated_ids(tmp_path / "index", "--category", "CARS") == ["late", "never", "slashes"]
+def test_categories_are_compared_as_names(dated):
+    index_dir, _, _ = dated
+    assert dated_ids(index_dir, "--category", "visas ") == ["compact", "iso", "written"]
+    assert dated_ids(index_dir, "--category", "CARS") == ["late", "never", "slashes"]
 
 
 @pytest.mark.reliability("an index built by the askalike before dates were parsed (schema 1), then "
                          "a search by date, `check`, `check --repair` and the search again",
                          "the search without filters answers, by date it is refused with the command "
                          "that upgrades; check reports it; the repair upgrades, and the search answers")
-def test_an_index_of_the_first_schema_is_upgraded(tmp_path, tiny_model):
-    source = tmp_path / "dated.csv"
-    source.write_text(DATED)
-    index_dir = tmp_path / "index"
-    index(source, index_dir, tiny_model)
+def test_an_index_of_the_first_schema_is_upgraded(dated):
+    index_dir, _, _ = dated
     as_first_schema(own_database(index_dir))
     before = stored_state(index_dir, own_database(index_dir))
     assert len(dated_ids(index_dir)) == 6
@@ -153,12 +144,12 @@ def test_a_damaged_vector_is_found_and_embedded_again(built, tiny_model):
                           r"1 stored vectors are damaged \(the first: question 'q7' .*`askalike check "
                           "--repair` to embed them again")
     assert (index_dir / "manifest.json").read_text() == manifest  # nothing indexed from it
-    assert_one_line_error(invoke("search", "visa", "--index", index_dir, "--mode", "hybrid", "-k", "60"),
+    assert_one_line_error(invoke("search", "visa", "--index", index_dir, "--mode", "hybrid", "-k", "200"),
                           "stored vectors are damaged")
 
     repaired = invoke("check", "--repair", "--index", index_dir, "--json")
     assert repaired.exit_code == 0 and json.loads(repaired.stdout)["reembedded"] == 1
-    record = collection(60)[7]
+    record = collection(200)[7]
     expected = load_encoder(str(tiny_model)).encode([f"{record['subject']}\n\n{record['body']}"])[0]
     with Store(own_database(index_dir), read_only=True) as store:
         (row_id,) = [row for row, _, external_id in store.question_keys() if external_id == "q7"]
@@ -180,7 +171,7 @@ def test_a_hard_link_is_the_same_source(built, tiny_model):
     os.link(source, link)
     before = stored_state(index_dir, own_database(index_dir))
     report = index(link, index_dir, tiny_model)
-    assert (report["added"], report["unchanged"], report["total"]) == (0, 60, 60)
+    assert (report["added"], report["unchanged"], report["total"]) == (0, 200, 200)
     assert report["warnings"] == [f"{link} is the same file as {source} (a hard link, or another path to "
                                   "it), which is indexed: its questions are kept as that source's"]
     assert stored_state(index_dir, own_database(index_dir)) == before
@@ -197,12 +188,12 @@ def test_a_copy_of_an_indexed_file_is_said(built, tiny_model):
     copy.parent.mkdir()
     shutil.copy(source, copy)
     report = index(copy, index_dir, tiny_model)
-    assert report["added"] == 60 and report["warnings"] == [
-        f"{copy}: 60 of its 60 questions have the ids and texts of {source}'s, which is indexed (a "
+    assert report["added"] == 200 and report["warnings"] == [
+        f"{copy}: 200 of its 200 questions have the ids and texts of {source}'s, which is indexed (a "
         "copy of that file?): the questions of both are in the index; to keep one file's, run "
         "`askalike index` with the sources to keep and --prune"]
     kept = index(copy, index_dir, tiny_model, "--prune", "--yes")
-    assert (kept["removed"], kept["total"], kept["warnings"]) == (60, 60, [])
+    assert (kept["removed"], kept["total"], kept["warnings"]) == (200, 200, [])
 
 
 @pytest.mark.reliability("two sources with some ids in common (in one run, and against an indexed one)",
@@ -210,7 +201,7 @@ def test_a_copy_of_an_indexed_file_is_said(built, tiny_model):
                          "needs --source); text files, whose ids are line numbers, are not compared")
 def test_ids_shared_between_sources_are_said(built, tmp_path, tiny_model):
     index_dir, source = built
-    records = [dict(r, subject=r["subject"] + " again") for r in collection(60)[:4]]
+    records = [dict(r, subject=r["subject"] + " again") for r in collection(4)]
     other = write_jsonl(tmp_path / "other.jsonl", records)
     third = write_jsonl(tmp_path / "third.jsonl", records[2:])
     report = index(other, index_dir, tiny_model, third)
@@ -264,7 +255,7 @@ EMPTY_SOURCES = {
 }
 
 
-@pytest.mark.reliability("`askalike index {name} --prune` on an index of 60 questions, the source "
+@pytest.mark.reliability("`askalike index {name} --prune` on an index of 200 questions, the source "
                          "holding no question", "exit 2: the sources hold no questions; nothing removed")
 @pytest.mark.parametrize("name", sorted(EMPTY_SOURCES))
 def test_a_prune_from_empty_sources_is_refused(built, tmp_path, name):
@@ -273,30 +264,30 @@ def test_a_prune_from_empty_sources_is_refused(built, tmp_path, name):
     empty.write_bytes(EMPTY_SOURCES[name])
     before = stored_state(index_dir, own_database(index_dir))
     assert_one_line_error(invoke("index", empty, "--index", index_dir, "--prune", "--yes"),
-                          "the sources hold no questions: --prune would remove all 60 questions of "
+                          "the sources hold no questions: --prune would remove all 200 questions of "
                           "the index; nothing was changed")
     assert_one_line_error(invoke("index", empty, "--index", index_dir, "--prune", "--dry-run"),
                           "the sources hold no questions")
     assert stored_state(index_dir, own_database(index_dir)) == before
 
 
-@pytest.mark.reliability("`askalike index --prune` that would remove 50 of the 60 questions, without "
+@pytest.mark.reliability("`askalike index --prune` that would remove 190 of the 200 questions, without "
                          "a terminal and without `--yes`; declined at the question; with `--yes`",
-                         "refused (exit 2) and declined with nothing removed; with --yes the 50 go")
+                         "refused (exit 2) and declined with nothing removed; with --yes the 190 go")
 def test_a_large_prune_is_confirmed_first(built, tmp_path, tiny_model):
     index_dir, source = built
     write_jsonl(source, collection(10))
     before = stored_state(index_dir, own_database(index_dir))
     assert_one_line_error(invoke("index", source, "--index", index_dir, "--prune"),
-                          r"--prune would remove 50 of the 60 questions in the index \(more than 50%\): "
+                          r"--prune would remove 190 of the 200 questions in the index \(more than 50%\): "
                           "pass --yes to confirm; nothing was changed")
     asked: list[str] = []
     declined = IndexOptions(prune=True, show_progress=False, confirm_prune=lambda q: asked.append(q) or False)
     with pytest.raises(IndexBuildError, match="not confirmed; nothing was changed"):
         index_sources(index_dir, [source], None, options=declined)
-    assert asked == ["--prune would remove 50 of the 60 questions in the index. Remove them?"]
+    assert asked == ["--prune would remove 190 of the 200 questions in the index. Remove them?"]
     assert stored_state(index_dir, own_database(index_dir)) == before
-    assert index(source, index_dir, tiny_model, "--prune", "--yes")["removed"] == 50
+    assert index(source, index_dir, tiny_model, "--prune", "--yes")["removed"] == 190
     write_jsonl(source, collection(6))  # 4 of 10: under half, not asked
     assert index_sources(index_dir, [source], None, options=IndexOptions(prune=True, show_progress=False)
                          ).removed == 4

@@ -38,14 +38,6 @@ from indexer.store import Store
 from indexer.vector_index import index_ids
 
 
-@pytest.fixture
-def built(tmp_path, tiny_model) -> tuple[Path, Path]:
-    """An index of 200 questions (its own SQLite file) and its source."""
-    source = write_jsonl(tmp_path / "questions.jsonl", collection(200))
-    index(source, tmp_path / "index", tiny_model)
-    return tmp_path / "index", source
-
-
 def listing(directory: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``directory`` with its size and modification time."""
     return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
