@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import numpy as np
 import pytest
 from helpers import as_first_schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from core.model_dir import EncoderIdentity
@@ -192,3 +194,32 @@ def test_a_first_schema_database_is_read_and_upgraded(database_url):
         assert damaged.external_id == "c" and "no checksum" in damaged.problem
     with Store(database_url) as again:  # upgraded once
         assert again.schema_version == SCHEMA_VERSION and len(again.damaged_vectors(DIM)) == 1
+
+
+
+_RNG = np.random.default_rng(3)
+SPREAD = [None if i % 7 == 0 else  # dates about 2024 in zones from UTC-12 to UTC+13, some undated
+          datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=int(_RNG.integers(-12, 14)))))
+          + timedelta(hours=int(_RNG.integers(0, 9000))) for i in range(60)]
+zones = st.sampled_from([UTC, timezone(timedelta(hours=-11)), timezone(timedelta(hours=5, minutes=45))])
+# a bound anywhere, or within a day of a stored date (where a zone mistake would show)
+bounds = st.one_of(
+    st.datetimes(min_value=datetime(2023, 1, 1), max_value=datetime(2025, 12, 31), timezones=zones),
+    st.builds(lambda when, minutes, zone: (when + timedelta(minutes=minutes)).astimezone(zone),
+              st.sampled_from([when for when in SPREAD if when]), st.integers(-1440, 1440), zones))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=bounds, end=bounds)
+def test_a_date_filter_passes_exactly_the_questions_dated_in_it(database_url, start, end):
+    """Whatever the zones of the stored dates and of the bounds, [start, end) is compared as
+    instants (hypothesis; the same SPREAD of stored questions for every example)."""
+    with Store(database_url) as store:
+        if not store.count():
+            store.write("a.csv", [_dated(f"q{i}", when, "c") for i, when in enumerate(SPREAD)],
+                        _vectors(len(SPREAD)), [None] * len(SPREAD))
+        row_ids = {q.external_id: q.id for q in store.questions_with_ids(
+            "a.csv", [f"q{i}" for i in range(len(SPREAD))]).values()}
+        expected = {row_ids[f"q{i}"] for i, when in enumerate(SPREAD)
+                    if when is not None and start <= when < end}
+        assert set(store.ids_matching(dated_from=start, dated_before=end).tolist()) == expected
