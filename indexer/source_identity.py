@@ -100,7 +100,8 @@ class Overlaps:
     def __init__(self, store: Store | None, names: Sequence[str], stored: Collection[str]) -> None:
         self._store = store
         self._stored = set(stored)
-        self._others = [name for name in stored if name not in set(names)]
+        run = set(names)
+        self._others = [name for name in stored if name not in run]
         self._shared: dict[tuple[str, str], _Shared] = {}
 
     def _compared_with(self, name: str) -> list[str]:
@@ -129,9 +130,9 @@ class Overlaps:
         if (name not in self._stored and Path(name).name == Path(other).name
                 and 2 * shared.same_text >= size):
             return (f"{name}: {shared.same_text} of its {size} questions have the ids and texts of "
-                    f"{other}'s, which is indexed (a copy of that file?): the questions of both are in "
-                    "the index; to keep one file's, run `askalike index` with the sources to keep and "
-                    "--prune")
+                    f"{other}'s, which is indexed (a copy of that file?): indexing both keeps those "
+                    "questions twice; to keep one file's, run `askalike index` with the sources to keep "
+                    "and --prune")
         return _shared_ids_warning(name, other, shared.count, shared.examples)
 
 

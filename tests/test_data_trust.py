@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -29,11 +30,10 @@ from helpers import (
     write_jsonl,
 )
 
+from app import index_commands
 from core.loader import load_encoder
-from indexer.build import IndexOptions, index_sources
 from indexer.directory import check_index
 from indexer.store import Store
-from indexer.tuning import IndexBuildError
 
 # ------------------------------------------------------------------ dates and categories
 
@@ -190,7 +190,7 @@ def test_a_copy_of_an_indexed_file_is_said(built, tiny_model):
     report = index(copy, index_dir, tiny_model)
     assert report["added"] == 200 and report["warnings"] == [
         f"{copy}: 200 of its 200 questions have the ids and texts of {source}'s, which is indexed (a "
-        "copy of that file?): the questions of both are in the index; to keep one file's, run "
+        "copy of that file?): indexing both keeps those questions twice; to keep one file's, run "
         "`askalike index` with the sources to keep and --prune"]
     kept = index(copy, index_dir, tiny_model, "--prune", "--yes")
     assert (kept["removed"], kept["total"], kept["warnings"]) == (200, 200, [])
@@ -271,23 +271,26 @@ def test_a_prune_from_empty_sources_is_refused(built, tmp_path, name):
     assert stored_state(index_dir, own_database(index_dir)) == before
 
 
-@pytest.mark.reliability("`askalike index --prune` that would remove 190 of the 200 questions, without "
-                         "a terminal and without `--yes`; declined at the question; with `--yes`",
-                         "refused (exit 2) and declined with nothing removed; with --yes the 190 go")
-def test_a_large_prune_is_confirmed_first(built, tmp_path, tiny_model):
+@pytest.mark.reliability("`askalike index --prune` that would remove 190 of the 200 questions: without "
+                         "a terminal and without `--yes`; at a terminal, answered no, then yes; with `--yes`",
+                         "refused (exit 2) and declined with nothing removed; confirmed, the 190 go")
+def test_a_large_prune_is_confirmed_first(built, tiny_model, monkeypatch):
     index_dir, source = built
     write_jsonl(source, collection(10))
     before = stored_state(index_dir, own_database(index_dir))
     assert_one_line_error(invoke("index", source, "--index", index_dir, "--prune"),
                           r"--prune would remove 190 of the 200 questions in the index \(more than 50%\): "
                           "pass --yes to confirm; nothing was changed")
-    asked: list[str] = []
-    declined = IndexOptions(prune=True, show_progress=False, confirm_prune=lambda q: asked.append(q) or False)
-    with pytest.raises(IndexBuildError, match="not confirmed; nothing was changed"):
-        index_sources(index_dir, [source], None, options=declined)
-    assert asked == ["--prune would remove 190 of the 200 questions in the index. Remove them?"]
+    monkeypatch.setattr(index_commands, "sys", SimpleNamespace(stdin=SimpleNamespace(isatty=lambda: True)))
+    declined = invoke("index", source, "--index", index_dir, "--prune", "--json", input="n\n")
+    assert declined.exit_code == 2
+    assert "--prune would remove 190 of the 200 questions in the index. Remove them? [y/N]" in declined.stderr
+    assert declined.stderr.endswith("error: --prune would remove 190 of the 200 questions in the index: not "
+                                    "confirmed; nothing was changed\n")
     assert stored_state(index_dir, own_database(index_dir)) == before
-    assert index(source, index_dir, tiny_model, "--prune", "--yes")["removed"] == 190
+    confirmed = invoke("index", source, "--index", index_dir, "--prune", "--json", input="y\n")
+    report = json.loads(confirmed.stdout.splitlines()[-1])  # the runner echoes the answer first
+    assert confirmed.exit_code == 0 and report["removed"] == 190
     write_jsonl(source, collection(6))  # 4 of 10: under half, not asked
-    assert index_sources(index_dir, [source], None, options=IndexOptions(prune=True, show_progress=False)
-                         ).removed == 4
+    monkeypatch.undo()
+    assert index(source, index_dir, tiny_model, "--prune")["removed"] == 4
