@@ -21,6 +21,7 @@ from rich.table import Table
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from core.data_dir import DATA_ENV_VAR
+from core.dates import DateOrder
 from core.errors import UserError
 from indexer.choices import DATABASE_ENV_VAR
 from retrieval.fusion import SearchMode
@@ -83,6 +84,10 @@ ModeOption = Annotated[SearchMode | None, typer.Option(
     "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused.",
     show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
+DateFormatOption = Annotated[DateOrder | None, typer.Option(
+    "--date-format", help="How to read a date written in numbers only, such as 10/01/2024: dmy "
+                          "(10 January) or mdy (1 October).",
+    show_default="only when the day is above 12 or equals the month")]
 DatabaseOption = Annotated[
     str | None,
     typer.Option("--db", envvar=DATABASE_ENV_VAR, show_envvar=True,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +13,7 @@ from rich.markup import escape
 
 from app.common import (
     DatabaseOption,
+    DateFormatOption,
     IndexOption,
     JsonOption,
     app,
@@ -42,6 +45,10 @@ def index(
     index_type: Annotated[str | None, IndexType] = None,
     prune: Annotated[bool, typer.Option("--prune", help="Remove stored questions that are in none of the "
                                              "SOURCES.")] = False,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="Confirm a --prune that removes more than half of the index (asked "
+                            "when interactive, refused otherwise).")] = False,
+    date_format: DateFormatOption = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what the run would add, re-embed and (with --prune) remove, and "
                           "change nothing.")] = False,
@@ -73,12 +80,15 @@ def index(
         faiss.omp_set_num_threads(threads)
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads,
-                           engine=engine, ray_address=ray_address)
+                           engine=engine, ray_address=ray_address, date_order=date_format,
+                           confirm_prune=_prune_confirmation(yes))
     with user_errors():
         report = (plan_sources(index_dir, sources, database, options) if dry_run
                   else index_sources(index_dir, sources, model and exported(model), database, options))
     for problem in report.skipped:
         stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
+    for warning in report.warnings:
+        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
@@ -86,9 +96,18 @@ def index(
         return
     for question in report.would_remove:
         typer.echo(f"would remove {question}")
-    del figures["would_remove"]
+    del figures["would_remove"], figures["warnings"]
     title = f"Dry run: nothing written to {index_dir}" if dry_run else f"Indexed into {index_dir}"
     print_figures(title, figures, as_json=False)
+
+
+def _prune_confirmation(yes: bool) -> Callable[[str], bool] | None:
+    """What confirms a large prune: --yes, else the user at a terminal, else nobody (refused)."""
+    if yes:
+        return lambda _: True
+    if sys.stdin.isatty():
+        return lambda question: typer.confirm(question, err=True)
+    return None
 
 
 @app.command("delete")
@@ -124,23 +143,30 @@ def check(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     repair: Annotated[bool, typer.Option(
-        "--repair", help="Rebuild the FAISS file from the database's vectors (no re-embedding).")] = False,
+        "--repair", help="Rebuild the FAISS and BM25 files from the database's vectors, once the "
+                         "damaged ones are embedded again (only they are), and upgrade an older "
+                         "database.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Verify that the database and the FAISS index agree; exit 1 when they do not."""
+    """Verify that the database's vectors are sound and that the FAISS and BM25 files agree with
+    it; exit 1 when they do not."""
     from indexer.directory import check_index, repair_index
 
     with user_errors():
-        if repair:
-            repair_index(index_dir, database)
+        reembedded = repair_index(index_dir, database).reembedded if repair else 0
         report = check_index(index_dir, database)
     figures = {"index": report.index, "ok": report.ok, "questions": report.questions,
-               "vectors": report.vectors, "problems": report.problems, "repair": report.repair}
+               "vectors": report.vectors, "damaged": report.damaged, "reembedded": reembedded,
+               "problems": report.problems, "repair": report.repair}
     if as_json:
         typer.echo(json.dumps(figures))
     else:
         for problem in report.problems:
             stderr.print(f"[red]problem:[/red] {escape(problem)}", highlight=False, soft_wrap=True)
+        for vector in report.damaged:
+            stderr.print(f"[red]damaged vector:[/red] {escape(vector)}", highlight=False, soft_wrap=True)
+        if reembedded:
+            typer.echo(f"embedded {reembedded} damaged vectors again")
         typer.echo(f"{report.index}: {report.questions} questions, {report.vectors} vectors: "
                    + ("consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"))
     if not report.ok:

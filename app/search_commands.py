@@ -12,6 +12,7 @@ import typer
 from app.common import (
     RESULT_COLUMNS,
     DatabaseOption,
+    DateFormatOption,
     IndexOption,
     JsonOption,
     ModelOption,
@@ -84,10 +85,11 @@ def search(
                                                           "name); repeatable.")] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only this category (any case); "
                                                             "repeatable.")] = None,
-    since: Annotated[str | None, typer.Option(help="Only questions dated on or after this ISO date "
-                                                   "(YYYY-MM-DD, or with a time).")] = None,
-    until: Annotated[str | None, typer.Option(help="Only questions dated on or before this ISO date "
+    since: Annotated[str | None, typer.Option(help="Only questions dated on or after this date "
+                                                   "(YYYY-MM-DD, or with a time; in UTC).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only questions dated on or before this date "
                                                    "(a day includes all of it).")] = None,
+    date_format: DateFormatOption = None,
     mode: ModeOption = None,
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
@@ -102,7 +104,7 @@ def search(
 
     queries = _queries(query)
     with user_errors():
-        filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until)
+        filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         batches = [mark_near_duplicates(searcher, results)

@@ -264,16 +264,36 @@ def read_word_vectors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
 # --------------------------------------------------------------------------- JSON Lines
 
 
-def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (``json.loads`` keeps the last of a repeated one)."""
+    record: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in record:
+            raise _RepeatedKey(key)
+        record[key] = value
+    return record
+
+
+def json_lines(path: Path, unique_keys: bool = False) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
     """(line number, object) of each non-blank line of a JSON Lines file; a line that is not a
-    JSON object comes as a ``DataError`` value, so that a caller may skip it or raise it."""
+    JSON object (or, with ``unique_keys``, one that repeats a key) comes as a ``DataError`` value,
+    so that a caller may skip it or raise it."""
+    hook = _unique_keys if unique_keys else None
     for number, line in numbered_lines(path):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=hook)
         except json.JSONDecodeError as err:
             yield number, DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
+            continue
+        except _RepeatedKey as err:
+            yield number, DataError(path, f"key {err.args[0]!r} appears twice in one object; "
+                                          "keep one of them", number)
             continue
         except RecursionError:
             yield number, DataError(path, "JSON nested too deeply", number)

@@ -12,19 +12,25 @@ embeds the chunks: in this process, or on a Ray cluster (``indexer.ray_engine``)
 chunks, vectors and writes. The FAISS and BM25 files are written last (``indexer.sync``), under
 new names, and the manifest is switched to them atomically; until then searches use the previous
 ones.
+
+``--prune`` decides what it removes after the first pass, before anything is written: a run whose
+sources hold no question removes nothing (it is refused), and one that would remove more than
+``PRUNE_CONFIRM_SHARE`` of the index asks first (``IndexOptions.confirm_prune``), and is refused
+where nobody can answer.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from core.datasets import DataError
+from core.dates import DateOrder
 from core.encoder import Encoder
 from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
@@ -35,12 +41,14 @@ from indexer.embedding import Embedder, InProcessEmbedder
 from indexer.layout import IndexDirectoryError, default_database_url, ensure_index_id, index_id, index_lock
 from indexer.manifest import read_manifest
 from indexer.progress import index_progress
-from indexer.sources import SOURCE_CHARS, SourceFile, SourceQuestion, chunked
+from indexer.source_identity import Overlaps, aliased, distinct_sources
+from indexer.sources import DATE_WARNINGS_KEPT, SourceFile, SourceQuestion, chunked
 from indexer.store import Store
 from indexer.sync import sync_vector_index
-from indexer.tuning import require_index_type, resolve_index_type
+from indexer.tuning import IndexBuildError, require_index_type, resolve_index_type
 
 READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
+PRUNE_CONFIRM_SHARE = 0.5  # a --prune that removes more of the index asks first
 
 
 @dataclass
@@ -54,6 +62,10 @@ class IndexOptions:
     threads: int | None = None  # CPU threads for the encoder [default: all; a Ray task: 1]
     engine: Engine = Engine.in_process
     ray_address: str | None = None  # --engine ray: None joins $RAY_ADDRESS or starts a local Ray
+    date_order: DateOrder | None = None  # how to read 10/01/2024; None: only unambiguous dates
+    # asked (with what --prune would remove) before a prune of more than PRUNE_CONFIRM_SHARE of
+    # the index; None: nobody to ask, so such a prune is refused
+    confirm_prune: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -68,6 +80,8 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
+    warnings: list[str] = field(default_factory=list)  # sources and dates that may not be what was meant
+    undated: int = 0  # questions whose date is not a date (the first DATE_WARNINGS_KEPT are in warnings)
     total: int = 0
     index_type: str = ""
     index_type_reason: str = ""  # why this type: given, the index's own, or auto by size
@@ -90,26 +104,6 @@ class _Pending:
     row_id: int | None  # set when the question exists with other text
 
 
-def source_name(path: Path) -> str:
-    """How a source file is known in the store: its absolute path."""
-    name = str(path.resolve())
-    if len(name) > SOURCE_CHARS:
-        raise DataError(path, f"the absolute path has {len(name)} characters, the index keeps at "
-                              f"most {SOURCE_CHARS}: move or link the file to a shorter path")
-    return name
-
-
-def distinct_sources(sources: Sequence[Path]) -> list[tuple[str, Path]]:
-    """(source name, path) of each source; one file named twice (by any path) is refused."""
-    named: dict[str, Path] = {}
-    for path in sources:
-        name = source_name(path)
-        if name in named:
-            raise DataError(path, f"the same file as {named[name]}: name each source once")
-        named[name] = path
-    return list(named.items())
-
-
 def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
     model = spec if spec.startswith(PRETRAINED_PREFIX) else str(Path(spec).resolve())
     return EncoderIdentity(model, weights_fingerprint(spec), encoder.dim)
@@ -125,40 +119,83 @@ class _Chunk:
     unchanged: int
 
 
-def _planned(store: Store | None, source: str, questions: Iterable[SourceQuestion]) -> Iterator[_Chunk]:
-    """``questions`` of ``source`` compared with the store (None: an index not created yet) a
-    chunk at a time."""
-    for questions_chunk in chunked(questions, READ_CHUNK):
-        stored = ({} if store is None else
-                  store.questions_with_ids(source, [q.external_id for q in questions_chunk]))
-        chunk = _Chunk([], [], 0)
-        for question in questions_chunk:
-            existing = stored.get(question.external_id)
-            if existing is None:
-                chunk.pending.append(_Pending(source, question, None))
-            elif existing.content_hash != question.content_hash:
-                chunk.pending.append(_Pending(source, question, existing.id))
-            elif not existing.same_fields(question):
-                chunk.field_edits.append((existing.id, question))
-            else:
-                chunk.unchanged += 1
-        yield chunk
+def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> _Chunk:
+    """A chunk of ``source``'s questions compared with the store (None: an index not created yet)."""
+    stored = {} if store is None else store.questions_with_ids(source, [q.external_id for q in questions])
+    chunk = _Chunk([], [], 0)
+    for question in questions:
+        existing = stored.get(question.external_id)
+        if existing is None:
+            chunk.pending.append(_Pending(source, question, None))
+        elif existing.content_hash != question.content_hash:
+            chunk.pending.append(_Pending(source, question, existing.id))
+        elif not existing.same_fields(question):
+            chunk.field_edits.append((existing.id, question))
+        else:
+            chunk.unchanged += 1
+    return chunk
+
+
+def _planned(store: Store, source: str, questions: Iterable[SourceQuestion]) -> Iterator[_Chunk]:
+    """``questions`` of ``source`` compared with the store a chunk at a time."""
+    return (_plan(store, source, chunk) for chunk in chunked(questions, READ_CHUNK))
 
 
 def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: list[DataError],
-            report: IndexReport, show_progress: bool) -> None:
+            report: IndexReport, options: IndexOptions) -> list[tuple[str, SourceFile]]:
     """The first pass: validate every source and count what a run would do into ``report``
-    (read, added, reembedded, metadata_updated, unchanged); nothing is written."""
-    with index_progress(show_progress) as progress:
+    (read, added, reembedded, metadata_updated, unchanged, warnings, undated); nothing is written.
+    Returns ``files`` with a path to a stored source's file named as that source."""
+    stored = list(store.counts_by_source()) if store is not None else []
+    files = aliased(files, stored, report.warnings)
+    kept = [] if options.prune else stored  # a prune removes the sources that the run does not name
+    overlaps = Overlaps(store, [name for name, _ in files], kept)
+    with index_progress(options.show_progress) as progress:
         task = progress.add_task("reading", total=None, unit="questions")
         for name, source in files:
-            for chunk in _planned(store, name, source.check(problems)):
+            for questions in chunked(source.check(problems), READ_CHUNK):
+                overlaps.add(name, questions)
+                chunk = _plan(store, name, questions)
                 report.added += sum(p.row_id is None for p in chunk.pending)
                 report.reembedded += sum(p.row_id is not None for p in chunk.pending)
                 report.metadata_updated += len(chunk.field_edits)
                 report.unchanged += chunk.unchanged
-                progress.advance(task, len(chunk.pending) + len(chunk.field_edits) + chunk.unchanged)
+                progress.advance(task, len(questions))
     report.read = sum(len(source.ids) for _, source in files)
+    report.warnings += overlaps.warnings(files) + _date_warnings(files)
+    report.undated = sum(source.undated for _, source in files)
+    return files
+
+
+def _date_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
+    """The first DATE_WARNINGS_KEPT dates that are not dates, and how many more there are."""
+    named = [warning for _, source in files for warning in source.date_warnings][:DATE_WARNINGS_KEPT]
+    more = sum(source.undated for _, source in files) - len(named)
+    return named + ([f"... and {more:,} more dates that are not dates (those questions are indexed "
+                     "without a date, so that no date filter passes them)"] if more else [])
+
+
+def _refuse_prune_of_nothing(removing: int, stored: int, read: int) -> None:
+    """Refuse a prune that would empty the index because its sources hold no question (an empty
+    file, a header alone)."""
+    if removing and not read:
+        raise IndexBuildError(f"the sources hold no questions: --prune would remove all {stored:,} "
+                              "questions of the index; nothing was changed (name the sources to keep)")
+
+
+def _require_safe_prune(removing: int, stored: int, read: int,
+                        confirm: Callable[[str], bool] | None) -> None:
+    """``_refuse_prune_of_nothing``, and ask before a prune of more than PRUNE_CONFIRM_SHARE of
+    the index (refused where ``confirm`` is None: nobody to ask)."""
+    _refuse_prune_of_nothing(removing, stored, read)
+    if removing <= PRUNE_CONFIRM_SHARE * stored:
+        return
+    what = f"--prune would remove {removing:,} of the {stored:,} questions in the index"
+    if confirm is None:
+        raise IndexBuildError(f"{what} (more than {PRUNE_CONFIRM_SHARE:.0%}): pass --yes to "
+                              "confirm; nothing was changed")
+    if not confirm(f"{what}. Remove them?"):
+        raise IndexBuildError(f"{what}: not confirmed; nothing was changed")
 
 
 def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options: IndexOptions,
@@ -226,8 +263,9 @@ def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
             if source not in kept or external_id not in kept[source].ids]
 
 
-def _source_files(sources: Sequence[Path], on_error: OnError) -> list[tuple[str, SourceFile]]:
-    return [(name, SourceFile(path, on_error)) for name, path in distinct_sources(sources)]
+def _source_files(sources: Sequence[Path], options: IndexOptions) -> list[tuple[str, SourceFile]]:
+    return [(name, SourceFile(path, options.on_error, options.date_order))
+            for name, path in distinct_sources(sources)]
 
 
 def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None = None,
@@ -236,23 +274,24 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     the index, nothing is embedded or written, and nothing is created."""
     options = options or IndexOptions()
     require_index_type(options.index_type)
-    files = _source_files(sources, options.on_error)
+    files = _source_files(sources, options)
     problems: list[DataError] = []
     manifest = read_manifest(index_dir) if index_dir.is_dir() else None
     url = database or default_database_url(index_dir)
     report = IndexReport(str(index_dir), masked_url(url), manifest.encoder.model if manifest else "",
                          dry_run=True)
     if manifest is None:  # a new index: every question would be added
-        _survey(None, files, problems, report, options.show_progress)
+        _survey(None, files, problems, report, options)
         report.total = report.added
     else:
         url = resolve_database(index_dir, database)
         report.database = masked_url(url)
         with Store(url, read_only=True) as store:
             store.require_owner(index_id(index_dir))
-            _survey(store, files, problems, report, options.show_progress)
+            files = _survey(store, files, problems, report, options)
             if options.prune:
                 stale = store.fetch(_stale_ids(store, files))
+                _refuse_prune_of_nothing(len(stale), store.count(), report.read)
                 report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
                 report.removed = len(stale)
             report.total = store.count() + report.added - report.removed
@@ -298,7 +337,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
     """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
     options = options or IndexOptions()
     require_index_type(options.index_type)  # before any work
-    files = _source_files(sources, options.on_error)
+    files = _source_files(sources, options)
     with index_lock(index_dir):
         database = resolve_database(index_dir, database)
         manifest_before = read_manifest(index_dir)
@@ -309,12 +348,15 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             spec = model or (recorded.model if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
             survey = IndexReport(str(index_dir), masked_url(database), spec)
-            _survey(store, files, problems, survey, options.show_progress)
+            files = _survey(store, files, problems, survey, options)
+            stale = _stale_ids(store, files) if options.prune else []
+            _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
             encoder = load_encoder(spec, threads=options.threads)
             identity = model_identity(spec, encoder)
             store.bind_encoder(identity)
             report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
-                                 skipped=[str(p) for p in problems])
+                                 skipped=[str(p) for p in problems], warnings=survey.warnings,
+                                 undated=survey.undated)
             generation_before = store.generation()
             to_embed = survey.added + survey.reembedded
             if not to_embed:  # no cluster to start for nothing
@@ -325,8 +367,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                                      report)
             else:  # nothing to write: no second reading of the sources
                 report.unchanged = survey.unchanged
-            if options.prune:
-                report.removed = store.delete(_stale_ids(store, files))
+            report.removed = store.delete(stale)
             only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                           and manifest_before.generation == generation_before)
             report.index_type, report.index_type_reason = resolve_index_type(

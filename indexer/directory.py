@@ -1,4 +1,9 @@
-"""Opening an index directory for reading, describing it, checking it and repairing it."""
+"""Opening an index directory for reading, describing it, checking it and repairing it.
+
+A check verifies every stored vector too (``Store.damaged_vectors``); a repair embeds the damaged
+ones again from their stored text, with the index's own model, before it rebuilds the FAISS and
+BM25 files from the database, so that a damaged vector is never indexed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import Any
 import faiss
 import numpy as np
 
+from core.loader import load_encoder
+from core.model_dir import EncoderIdentity, weights_fingerprint
+from core.text import join_subject_body
 from indexer.choices import DATABASE_ENV_VAR
 from indexer.database import StoreError, masked_url
 from indexer.layout import (
@@ -27,7 +35,8 @@ from indexer.manifest import (
     load_lexical,
     read_manifest,
 )
-from indexer.store import Store
+from indexer.sources import chunked
+from indexer.store import SCHEMA_VERSION, Store
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
 from indexer.vector_index import index_ids
@@ -114,12 +123,17 @@ def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
     }
 
 
+DAMAGED_LISTED = 100  # damaged vectors a check names (all are counted)
+REEMBED_CHUNK = 2048  # damaged questions embedded again at a time (one transaction each)
+
+
 @dataclass
 class CheckReport:
     index: str
     problems: list[str] = field(default_factory=list)
     questions: int = 0
     vectors: int = 0
+    damaged: list[str] = field(default_factory=list)  # the first DAMAGED_LISTED damaged vectors
 
     @property
     def ok(self) -> bool:
@@ -154,6 +168,14 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
         report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
                                f"database is at {store.generation()} (an index run was "
                                "interrupted)")
+    if store.schema_version != SCHEMA_VERSION:
+        report.problems.append(f"the database is of schema version {store.schema_version}, without "
+                               "vector checksums and with dates as text: upgrade it")
+    damaged = store.damaged_vectors((recorded or manifest.encoder).dim)
+    if damaged:
+        report.damaged = [str(vector) for vector in damaged[:DAMAGED_LISTED]]
+        report.problems.append(f"{len(damaged)} stored vectors are damaged (the first: question "
+                               f"{damaged[0]}): a repair embeds them again")
     try:
         index = load_faiss(index_dir, manifest)  # verifies size and checksum
     except IndexDirectoryError as err:
@@ -176,8 +198,15 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
                                f"database {len(stored)}")
 
 
-def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
-    """Rebuild the FAISS and BM25 files (and manifest) from the database; no re-embedding."""
+@dataclass
+class Repair:
+    manifest: Manifest
+    reembedded: int  # damaged vectors embedded again
+
+
+def repair_index(index_dir: Path, database: str | None = None) -> Repair:
+    """Rebuild the FAISS and BM25 files (and manifest) from the database, once its damaged
+    vectors are embedded again (only they are) and a schema-1 database is upgraded."""
     if not index_dir.is_dir() or not (database or (index_dir / MANIFEST_FILE).is_file()
                                       or (index_dir / SQLITE_FILE).is_file()):
         raise IndexDirectoryError(f"{index_dir}: no index to repair (no manifest and no database); "
@@ -189,13 +218,35 @@ def repair_index(index_dir: Path, database: str | None = None) -> Manifest:
             manifest = None
         url = database or (resolve_database(index_dir, None) if manifest is not None
                            else default_database_url(index_dir))
-        with Store(url, read_only=True) as store:  # the database is only read
+        with Store(url, read_only=True) as store:  # first only read: nothing is created in a wrong one
             store.require_owner(index_id(index_dir))
-            encoder = store.encoder()
-            if encoder is None:
+            if store.encoder() is None:
                 raise IndexDirectoryError(f"{index_dir}: the database holds no vectors yet; run "
                                           "`askalike index` first")
+        with Store(url) as store:
+            encoder = store.encoder()
+            assert encoder is not None  # checked above, under the index lock
+            reembedded = _reembed_damaged(store, encoder)
             index_type, _ = resolve_index_type(None, manifest.index_type if manifest else None,
                                                store.count())
             rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, manifest, rebuild=True)
-            return rebuilt
+            return Repair(rebuilt, reembedded)
+
+
+def _reembed_damaged(store: Store, identity: EncoderIdentity) -> int:
+    """Embed the questions whose stored vectors are damaged again, from their stored text, with
+    the model that embedded the rest (refused when its weights are no longer those)."""
+    damaged = store.damaged_vectors(identity.dim)
+    if not damaged:
+        return 0
+    if weights_fingerprint(identity.model) != identity.fingerprint:
+        raise IndexDirectoryError(f"{len(damaged)} stored vectors are damaged, and the index's model "
+                                  f"{identity.model} now has other weights than those that embedded "
+                                  "the rest: rebuild the index with `askalike index` into a new "
+                                  "--index directory")
+    encoder = load_encoder(identity.model)
+    questions = store.fetch([vector.id for vector in damaged])
+    for chunk in chunked(questions.values(), REEMBED_CHUNK):
+        vectors = encoder.encode([join_subject_body(q.subject, q.body) for q in chunk])
+        store.replace_vectors({q.id: vector for q, vector in zip(chunk, vectors, strict=True)})
+    return len(damaged)

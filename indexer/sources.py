@@ -8,24 +8,31 @@ Every reader yields ``SourceQuestion``s, or a ``DataError`` as a value for a row
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import itertools
 import json
 import math
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from core.datasets import DataError, json_lines, numbered_lines
+from core.dates import DateOrder, DateValueError, parse_date
 from core.text import join_subject_body
 from indexer.choices import OnError
 
 SUBJECT_COLUMNS = ("subject", "title", "question", "text")  # the first one a source has
 BODY_COLUMN = "body"
 ID_COLUMN = "id"
+DATE_KEY, CATEGORY_KEY = "date", "category"  # metadata that search filters on
+DATE_WARNINGS_KEPT = 20  # dates that are not dates named in a run's summary (all are counted)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines
 EXTERNAL_ID_CHARS = 512  # the longest id, and source path, the store's columns hold
 SOURCE_CHARS = 1024
@@ -41,6 +48,7 @@ class SourceQuestion:
     body: str
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int | None = None  # where the question starts in its file, when the format has lines
+    dated: datetime | None = None  # metadata["date"] parsed (in UTC); None: none, or not a date
 
     @property
     def text(self) -> str:
@@ -67,6 +75,14 @@ def clean_text(value: Any) -> str:
 def normalize_id(value: Any) -> str:
     """Ids are compared after Unicode NFC and trimming, so ' 12' and '12' are one question."""
     return unicodedata.normalize("NFC", str(value)).strip()
+
+
+def category_key(value: Any) -> str | None:
+    """What a category is compared by: trimmed, NFC and case-folded ('  Visas ' is 'VISAS');
+    None for a value that is not a name (a list, an object, nothing)."""
+    if value is None or isinstance(value, dict | list):
+        return None
+    return unicodedata.normalize("NFC", str(value)).strip().casefold() or None
 
 
 def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
@@ -107,12 +123,33 @@ def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any
     return question
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", bool: "a boolean", int: "a number",
+               float: "a decimal number", type(None): "null", str: "a string"}
+
+
+def _json_type_problem(record: dict[str, Any], subject_key: str | None) -> str | None:
+    """What is wrong with the types of a record's id and text fields: the id must be a string or
+    an integer (a float id or a boolean is a spreadsheet's or a program's slip, and would be
+    stored as "1.0" or "True"), the subject and body strings (null: no text)."""
+    value = record.get(ID_COLUMN)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+        return f"{ID_COLUMN!r} is {_JSON_TYPES[type(value)]}; expected a string or an integer"
+    for key in (subject_key, BODY_COLUMN):
+        value = record.get(key) if key else None
+        if value is not None and not isinstance(value, str):
+            return f"{key!r} is {_JSON_TYPES[type(value)]}; expected a string"
+    return None
+
+
 def _jsonl_rows(path: Path) -> Iterator[Row]:
-    for number, record in json_lines(path):
+    for number, record in json_lines(path, unique_keys=True):
         if isinstance(record, DataError):
             yield record
             continue
         subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
+        if problem := _json_type_problem(record, subject_key):
+            yield DataError(path, problem, number)
+            continue
         metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}
         yield _question(path, number, record.get(ID_COLUMN),
                         record.get(subject_key) if subject_key else "", record.get(BODY_COLUMN),
@@ -128,6 +165,7 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:
         raise DataError(path, "empty file: expected a header row", 1) from None
     except csv.Error as err:
         raise DataError(path, f"broken header row: {err}", 1) from None
+    _require_distinct_columns(path, header)
     if ID_COLUMN not in header:
         raise DataError(path, f"no {ID_COLUMN!r} column in the header {header}", 1)
     subject_column = next((name for name in SUBJECT_COLUMNS if name in header), None)
@@ -155,6 +193,16 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:
         yield _question(path, start, record[ID_COLUMN],
                         record[subject_column] if subject_column else "", record.get(BODY_COLUMN),
                         metadata)
+
+
+def _require_distinct_columns(path: Path, header: list[str]) -> None:
+    """Refuse a header that names a column twice (any case): a row would keep only the last."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if name in seen:
+            raise DataError(path, f"column {name!r} appears twice in the header (columns "
+                                  f"{seen[name]} and {position}); keep one of them", 1)
+        seen[name] = position
 
 
 def _text_rows(path: Path) -> Iterator[Row]:
@@ -206,9 +254,59 @@ def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
+def _printable_path(path: Path) -> str:
+    """``path`` as it can be printed: bytes of its name that are not UTF-8 as escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def require_regular_file(path: Path) -> os.stat_result:
+    """The status of ``path``, a regular file with a UTF-8 name (the store keeps names as text);
+    a DataError saying what it is otherwise."""
+    shown = _printable_path(path)
+    if shown != str(path):
+        raise DataError(shown, "the file name is not valid UTF-8: rename the file (e.g. with "
+                               "`convmv`) and index it again")
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise DataError(path, "file not found") from None
+    except OSError as err:
+        reason = "a loop of symbolic links" if err.errno == errno.ELOOP else err.strerror
+        raise DataError(path, f"cannot open: {reason}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise DataError(path, f"is a directory, not a file: give the files in it (e.g. {path}/*.csv)")
+    if stat.S_ISFIFO(status.st_mode):
+        raise DataError(path, "is a named pipe (FIFO), not a file: askalike reads each source twice, "
+                              "so save it to a file first")
+    if not stat.S_ISREG(status.st_mode):
+        raise DataError(path, "is not a regular file (a device or a socket?)")
+    return status
+
+
 def _file_state(path: Path) -> tuple[int, int]:
     status = path.stat()
     return status.st_size, status.st_mtime_ns
+
+
+def date_of(value: Any, order: DateOrder | None) -> datetime | None:
+    """A ``date`` metadata value as an instant in UTC (None: no date given); DateValueError for
+    a value that is not a date."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise DateValueError(f"is {_JSON_TYPES[type(value)]}, not a date")
+    return parse_date(str(value), order).moment
+
+
+def dated(question: SourceQuestion, order: DateOrder | None, path: Path) -> tuple[SourceQuestion, str | None]:
+    """``question`` with its date parsed, and the warning for a value that is not a date (the
+    question is kept, undated)."""
+    value = question.metadata.get(DATE_KEY)
+    try:
+        return replace(question, dated=date_of(value, order)), None
+    except DateValueError as err:
+        where = "" if question.line is not None else f"question {question.external_id!r}: "
+        return question, str(DataError(path, f"{where}{DATE_KEY} {value!r} {err}", question.line))
 
 
 @dataclass
@@ -217,23 +315,27 @@ class SourceFile:
 
     ``check`` validates every row before anything is stored: a bad row (or a repeated id) raises
     with ``OnError.stop``; with ``skip`` it goes to ``problems``. It keeps only the good
-    questions' ids (and where each starts). ``questions`` then reads the good questions again,
-    in the same order; a file changed in between is refused."""
+    questions' ids (and where each starts), and counts the dates that are not dates (naming the
+    first ``DATE_WARNINGS_KEPT``). ``questions`` then reads the good questions again, in the same
+    order; a file changed in between is refused. Both passes parse dates by ``date_order``."""
 
     path: Path
     on_error: OnError
+    date_order: DateOrder | None = None
     ids: dict[str, int | None] = field(default_factory=dict)  # good question id -> its line
+    undated: int = 0  # questions whose date is not a date
+    date_warnings: list[str] = field(default_factory=list)  # the first of them, named
     _left_out: set[int] = field(default_factory=set)  # reader positions of bad or repeated rows
     _state: tuple[int, int] | None = None  # size and modification time when checked
 
     def check(self, problems: list[DataError]) -> Iterator[SourceQuestion]:
         """The first pass: each good question, as it is validated."""
         reader = READERS[source_format(self.path)]
-        if not self.path.is_file():
-            raise DataError(self.path, "file not found")
+        require_regular_file(self.path)
         self._state = _file_state(self.path)
         self.ids.clear()
         self._left_out.clear()
+        self.undated, self.date_warnings = 0, []
         for position, row in enumerate(reader(self.path)):
             if isinstance(row, SourceQuestion) and row.external_id in self.ids:
                 where = self.ids[row.external_id]
@@ -246,6 +348,11 @@ class SourceFile:
                 self._left_out.add(position)
                 continue
             self.ids[row.external_id] = row.line
+            row, warning = dated(row, self.date_order, self.path)
+            if warning is not None:
+                self.undated += 1
+                if len(self.date_warnings) < DATE_WARNINGS_KEPT:
+                    self.date_warnings.append(warning)
             yield row
 
     def questions(self) -> Iterator[SourceQuestion]:
@@ -256,7 +363,7 @@ class SourceFile:
                 continue
             if isinstance(row, DataError) or self.ids.get(row.external_id, -1) != row.line:
                 raise self._changed()
-            yield row
+            yield dated(row, self.date_order, self.path)[0]
         self._require_unchanged()
 
     def _require_unchanged(self) -> None:

@@ -6,14 +6,26 @@ Vectors live in the database next to their question, so the database alone is th
 write transaction keeps question and vector together, and the FAISS file is a cache that can
 always be rebuilt from it (``askalike check --repair``). A ``generation`` counter, bumped by every
 transaction that changes vectors, tells whether a FAISS file is up to date.
+
+Every vector is stored with the CRC-32 of its bytes and verified whenever it is read (its length,
+checksum, finiteness and unit norm): bytes damaged on disk, which SQLite's own integrity check does
+not see, are reported (``DamagedVectorsError``) and never indexed or scored. The date and category
+that searches filter on are columns of their own, parsed and normalised when a question is
+written, so that a filter compares dates and names rather than text.
+
+Schema 2 (this one) added those columns to schema 1; a schema-1 database is upgraded when it is
+opened for writing (dates parsed and checksums computed from what is stored, a vector that is
+already damaged left without one, so that ``check`` reports it), and read as it is otherwise, with
+searches that filter on dates or categories refused until then.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -23,6 +35,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -36,6 +49,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    null,
     or_,
     select,
     true,
@@ -45,12 +59,24 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DatabaseError
 from sqlalchemy.types import TypeEngine
 
+from core.dates import DateValueError
 from core.model_dir import EncoderIdentity, require_same_encoder
 from core.text import join_subject_body
 from indexer.database import Database, StoreError, database_reason, masked_url
-from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, SourceQuestion
+from indexer.sources import (
+    CATEGORY_KEY,
+    DATE_KEY,
+    EXTERNAL_ID_CHARS,
+    SOURCE_CHARS,
+    SourceQuestion,
+    category_key,
+    date_of,
+)
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+_FIRST_SCHEMA = "1"  # without dates, categories and checksums as columns: upgraded when written
+NORM_TOLERANCE = 1e-3  # a stored vector's norm is 1 within this, else it is damaged
+REPAIR = "run `askalike check --repair` to embed them again"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
@@ -84,8 +110,15 @@ _QUESTIONS = Table(
     Column("vector", LargeBinary, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # schema 2: metadata["date"] parsed, in UTC (None: none, or not a date); metadata["category"]
+    # as compared (``category_key``); the CRC-32 of the vector's bytes (None: never verified)
+    Column("dated", DateTime(timezone=True), nullable=True),
+    Column("category_key", Text, nullable=True),
+    Column("vector_crc32", BigInteger, nullable=True),
     UniqueConstraint("source", "external_id", name="uq_questions_source_id"),
 )
+_SCHEMA_2_COLUMNS = ("dated", "category_key", "vector_crc32")
+_SCHEMA_2_INDEXES = (Index("ix_questions_dated", _QUESTIONS.c.dated),)
 
 # key-value bookkeeping: schema version, the encoder, the vector generation, the owning index
 _SETTINGS = Table(
@@ -100,7 +133,8 @@ _UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
 
 @dataclass(frozen=True)
 class StoredQuestion:
-    """A question as the store holds it, without its vector."""
+    """A question as the store holds it, without its vector. ``dated`` is read only where an
+    index run compares questions (``questions_with_ids``); elsewhere it is None."""
 
     id: int
     source: str
@@ -109,10 +143,32 @@ class StoredQuestion:
     body: str
     metadata: dict[str, Any]
     content_hash: str
+    dated: datetime | None = None
 
     def same_fields(self, question: SourceQuestion) -> bool:
-        return (self.subject, self.body, self.metadata) == (question.subject, question.body,
-                                                            question.metadata)
+        """Equal in all but the vector (a date parsed by another --date-format differs)."""
+        return (self.subject, self.body, self.metadata, self.dated) == (
+            question.subject, question.body, question.metadata, question.dated)
+
+
+@dataclass(frozen=True)
+class DamagedVector:
+    id: int
+    source: str
+    external_id: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.external_id!r} of {self.source} ({self.problem})"
+
+
+class DamagedVectorsError(StoreError):
+    """Stored vectors that fail verification; they are never indexed or scored."""
+
+    def __init__(self, damaged: Sequence[DamagedVector]) -> None:
+        self.damaged = list(damaged)
+        super().__init__(f"{len(damaged)} stored vectors are damaged (the first: question {damaged[0]}); "
+                         f"none of them is used: {REPAIR}")
 
 
 _QUESTION_COLUMNS = (_QUESTIONS.c.id, _QUESTIONS.c.source, _QUESTIONS.c.external_id, _QUESTIONS.c.subject,
@@ -126,12 +182,78 @@ def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
         yield [v if isinstance(v, str) else int(v) for v in values[start : start + _PARAMETERS_PER_QUERY]]
 
 
-def _day_after(text: str) -> str | None:
-    """The next day of a bare ISO day ("2024-03-15" -> "2024-03-16"); None for anything else."""
+def _in_utc(moment: datetime | None) -> datetime | None:
+    """A stored date as written: SQLite gives it back without its zone (UTC)."""
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _norm_problems(blobs: Sequence[bytes], dim: int) -> list[str | None]:
+    """Per vector of the right length, whether it is finite and of unit norm."""
+    problems: list[str | None] = [None] * len(blobs)
+    if not blobs:
+        return problems
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    for i in np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE)):  # NaN fails the test too
+        finite = np.isfinite(norms[i])
+        problems[i] = f"norm {norms[i]:.3g}, not 1" if finite else "not finite (NaN or infinite values)"
+    return problems
+
+
+def vector_problems(blobs: Sequence[bytes], checksums: Sequence[int | None] | None,
+                    dim: int) -> list[str | None]:
+    """What is wrong with each stored vector (None: sound): its length, its checksum (``checksums``
+    None: a schema-1 database, which has none) and its norm."""
+    problems: list[str | None] = [None] * len(blobs)
+    sized: list[int] = []
+    for i, blob in enumerate(blobs):
+        if len(blob) != 4 * dim:
+            problems[i] = f"{len(blob)} bytes, a {dim}-dimensional vector has {4 * dim}"
+        elif checksums is not None and checksums[i] is None:
+            problems[i] = "no checksum: it was already damaged when the database was upgraded"
+        elif checksums is not None and zlib.crc32(blob) != checksums[i]:
+            problems[i] = "its bytes do not match their checksum"
+        else:
+            sized.append(i)
+    for i, problem in zip(sized, _norm_problems([blobs[i] for i in sized], dim), strict=True):
+        problems[i] = problem
+    return problems
+
+
+def _vector_columns(vectors: np.ndarray, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The stored form (bytes and checksum) of vectors an encoder just gave; a StoreError naming
+    the question (``names``) of one that is not finite and of unit norm: nothing is stored."""
+    blobs = [vector.astype("<f4").tobytes() for vector in vectors]
+    for name, problem in zip(names, _norm_problems(blobs, vectors.shape[1]), strict=True):
+        if problem is not None:
+            raise StoreError(f"the model gave question {name} a vector of {problem}; nothing of its "
+                             "chunk was stored (earlier chunks are kept)")
+    return [{"vector": blob, "vector_crc32": zlib.crc32(blob)} for blob in blobs]
+
+
+def _filter_columns(metadata: dict[str, Any], dated: datetime | None) -> dict[str, Any]:
+    """The columns filters compare; the date in UTC (SQLite would keep its local time, not its zone)."""
+    return {"dated": dated.astimezone(UTC) if dated is not None else None,
+            "category_key": category_key(metadata.get(CATEGORY_KEY))}
+
+
+def _fields(question: SourceQuestion) -> dict[str, Any]:
+    """A question's stored columns but its id, hash and vector."""
+    return {"subject": question.subject, "body": question.body, "metadata": question.metadata,
+            **_filter_columns(question.metadata, question.dated)}
+
+
+def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
+    """Schema 2's columns of a schema-1 row (id, metadata, vector): its date (None for one that
+    is not a date or is ambiguous, until an index run reads its source with --date-format), its
+    category, and its vector's checksum (None for a vector that fails verification)."""
     try:
-        return (date.fromisoformat(text) + timedelta(days=1)).isoformat() if len(text) == 10 else None
-    except ValueError:
-        return None
+        moment = date_of(row.metadata.get(DATE_KEY), None)
+    except DateValueError:
+        moment = None
+    sound = dim is not None and vector_problems([row.vector], None, dim)[0] is None
+    return {"row_id": row.id, **_filter_columns(row.metadata, moment),
+            "vector_crc32": zlib.crc32(row.vector) if sound else None}
 
 
 class Store(Database):
@@ -141,10 +263,7 @@ class Store(Database):
     def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
         super().__init__(url, busy_timeout_s, read_only)
         try:
-            if read_only:
-                self._require_schema()
-            else:
-                self._create_schema()
+            self.schema_version = self._require_schema() if read_only else self._create_schema()
         except DatabaseError as err:
             self.engine.dispose()
             raise StoreError(f"cannot open the database {masked_url(url)}: {database_reason(err)}") from None
@@ -152,17 +271,20 @@ class Store(Database):
             self.engine.dispose()
             raise
 
-    def _create_schema(self) -> None:
+    def _create_schema(self) -> str:
+        """Create the tables, or upgrade a schema-1 database; the schema version."""
         _SCHEMA.create_all(self.engine)
         with self.transaction() as connection:
             version = self._setting(connection, "schema_version")
             if version is None:
                 self._add_setting(connection, "schema_version", SCHEMA_VERSION)
-            elif version != SCHEMA_VERSION:
-                raise StoreError(f"{masked_url(self.url)}: schema version {version}, this "
-                                 f"askalike reads {SCHEMA_VERSION}")
+                return SCHEMA_VERSION
+            self._require_known(version)
+        if version == _FIRST_SCHEMA:
+            self._upgrade_from_first_schema()
+        return SCHEMA_VERSION
 
-    def _require_schema(self) -> None:
+    def _require_schema(self) -> str:
         version = None
         if inspect(self.engine).has_table(_SETTINGS.name):
             with self.engine.connect() as connection:
@@ -170,9 +292,41 @@ class Store(Database):
         if version is None:
             raise StoreError(f"{masked_url(self.url)}: not an askalike database (no askalike "
                              "tables); build the index with `askalike index`")
-        if version != SCHEMA_VERSION:
+        self._require_known(version)
+        return version
+
+    def _require_known(self, version: str) -> None:
+        if version not in (_FIRST_SCHEMA, SCHEMA_VERSION):
             raise StoreError(f"{masked_url(self.url)}: schema version {version}, this askalike "
-                             f"reads {SCHEMA_VERSION}")
+                             f"reads {_FIRST_SCHEMA} and {SCHEMA_VERSION}")
+
+    def _upgrade_from_first_schema(self, chunk: int = 2000) -> None:
+        """Add schema 2's columns and indexes to a schema-1 database and fill them from what is
+        stored. Each step may be repeated, and the version is written last: an upgrade that was
+        interrupted is done again whole. A vector that fails verification gets no checksum."""
+        with self.transaction() as connection:
+            present = {column["name"] for column in inspect(connection).get_columns(_QUESTIONS.name)}
+            for name in _SCHEMA_2_COLUMNS:
+                if name not in present:
+                    column = _QUESTIONS.c[name]
+                    kind = column.type.compile(dialect=connection.dialect)
+                    connection.exec_driver_sql(f"ALTER TABLE {_QUESTIONS.name} ADD COLUMN {name} {kind}")
+            for index in _SCHEMA_2_INDEXES:
+                index.create(connection, checkfirst=True)
+        encoder = self.encoder()
+        last = -1
+        while True:
+            with self.transaction() as connection:
+                rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.metadata, _QUESTIONS.c.vector)
+                                          .where(_QUESTIONS.c.id > last).order_by(_QUESTIONS.c.id)
+                                          .limit(chunk)).all()
+                if not rows:
+                    connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "schema_version")
+                                       .values(value=SCHEMA_VERSION))
+                    return
+                connection.execute(_UPDATE_BY_ID, [_upgraded(row, encoder.dim if encoder else None)
+                                                   for row in rows])
+            last = rows[-1].id
 
     # ------------------------------------------------------------------ settings
 
@@ -264,28 +418,34 @@ class Store(Database):
         return found
 
     def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
-                     date_from: str | None = None, date_to: str | None = None) -> np.ndarray:
+                     dated_from: datetime | None = None, dated_before: datetime | None = None) -> np.ndarray:
         """Ids of the questions from one of ``sources`` (a full path or a file name), in one of
-        ``categories`` (any case), dated within [date_from, date_to] (ISO text; a bare day as
-        ``date_to`` includes that whole day); an empty one restricts nothing. Values are bound
+        ``categories`` (trimmed, any case), dated in [dated_from, dated_before) (a question
+        without a date passes no date bound); an empty one restricts nothing. Values are bound
         parameters, never SQL."""
         condition = true()
         if sources:
             condition &= or_(*(or_(_QUESTIONS.c.source == name,
                                    _QUESTIONS.c.source.endswith("/" + name, autoescape=True))
                                for name in sources))
+        if categories or dated_from or dated_before:
+            self._require_filter_columns()
         if categories:
-            condition &= func.lower(_QUESTIONS.c.metadata["category"].as_string()).in_(
-                [category.lower() for category in categories])
-        dated = _QUESTIONS.c.metadata["date"].as_string()
-        if date_from:
-            condition &= dated >= date_from
-        if date_to:
-            day_after = _day_after(date_to)
-            condition &= dated < day_after if day_after else dated <= date_to
+            condition &= _QUESTIONS.c.category_key.in_([category_key(name) for name in categories])
+        if dated_from:
+            condition &= _QUESTIONS.c.dated >= dated_from.astimezone(UTC)
+        if dated_before:
+            condition &= _QUESTIONS.c.dated < dated_before.astimezone(UTC)
         with self.reading() as connection:
             return np.fromiter(connection.scalars(select(_QUESTIONS.c.id).where(condition)),
                                dtype=np.int64)
+
+    def _require_filter_columns(self) -> None:
+        if self.schema_version == _FIRST_SCHEMA:
+            raise StoreError(f"{masked_url(self.url)}: this index was built by an older askalike, "
+                             "which stored dates and categories as text: filtering on them needs "
+                             "an upgrade: run `askalike index` with its sources, or `askalike check "
+                             "--repair`")
 
     def ids(self) -> list[int]:
         with self.reading() as connection:
@@ -298,29 +458,64 @@ class Store(Database):
                                              _QUESTIONS.c.external_id))
             return [tuple(row) for row in rows]
 
+    def _vector_query(self) -> Any:
+        """(id, vector, checksum) of the stored questions (the checksum null in schema 1)."""
+        checksum = null() if self.schema_version == _FIRST_SCHEMA else _QUESTIONS.c.vector_crc32
+        return select(_QUESTIONS.c.id, _QUESTIONS.c.vector, checksum)
+
+    def _problems(self, rows: Sequence[Any], dim: int) -> list[str | None]:
+        checksums = None if self.schema_version == _FIRST_SCHEMA else [row[2] for row in rows]
+        return vector_problems([row[1] for row in rows], checksums, dim)
+
+    def _damaged(self, rows: Sequence[Any], problems: Sequence[str | None]) -> list[DamagedVector]:
+        """The rows whose vectors have a problem, named by source and id."""
+        named = {row[0]: problem for row, problem in zip(rows, problems, strict=True) if problem}
+        stored = self.fetch(list(named))
+        return [DamagedVector(row_id, stored[row_id].source, stored[row_id].external_id, problem)
+                if row_id in stored else DamagedVector(row_id, "(deleted since)", f"row {row_id}", problem)
+                for row_id, problem in named.items()]
+
+    def _require_sound(self, rows: Sequence[Any], dim: int) -> None:
+        problems = self._problems(rows, dim)
+        if any(problems):
+            raise DamagedVectorsError(self._damaged(rows, problems))
+
     def vectors(self, dim: int, after_id: int = -1,
                 chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
-        order, a chunk at a time."""
+        order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError."""
         with self.reading() as connection:
-            result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
-                                        .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
-                                        .execution_options(yield_per=chunk))
+            result = connection.execute(self._vector_query().where(_QUESTIONS.c.id > after_id)
+                                        .order_by(_QUESTIONS.c.id).execution_options(yield_per=chunk))
             for part in result.partitions():
+                self._require_sound(part, dim)
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
 
     def vectors_of(self, ids: Sequence[int], dim: int) -> dict[int, np.ndarray]:
-        """The stored (exact) vectors of the given questions; ids no longer stored are absent."""
+        """The stored (exact) vectors of the given questions, verified (DamagedVectorsError); ids
+        no longer stored are absent."""
         found: dict[int, np.ndarray] = {}
         with self.reading() as connection:
             for part in _batches(ids):
-                rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.vector)
-                                          .where(_QUESTIONS.c.id.in_(part)))
+                rows = connection.execute(self._vector_query().where(_QUESTIONS.c.id.in_(part))).all()
+                self._require_sound(rows, dim)
                 found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
                              for row in rows)
         return found
+
+    def damaged_vectors(self, dim: int, chunk: int = 10_000) -> list[DamagedVector]:
+        """Every stored vector that fails verification (what ``check`` reports and
+        ``check --repair`` embeds again)."""
+        damaged: list[DamagedVector] = []
+        with self.reading() as connection:
+            result = connection.execute(self._vector_query().execution_options(yield_per=chunk))
+            for part in result.partitions():
+                problems = self._problems(part, dim)
+                if any(problems):
+                    damaged += self._damaged(part, problems)
+        return damaged
 
     def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
         """(row id, embedded text: subject and body) of the stored questions with ids above
@@ -337,14 +532,14 @@ class Store(Database):
         """Insert new questions and replace changed ones, with their vectors, in one transaction.
         Returns the row ids of the inserted ones."""
         now = datetime.now(UTC)
+        stored_vectors = _vector_columns(vectors, [f"{q.external_id!r} of {source}" for q in questions])
 
-        def values(question: SourceQuestion, vector: np.ndarray) -> dict[str, Any]:
-            return {"subject": question.subject, "body": question.body, "metadata": question.metadata,
-                    "content_hash": question.content_hash, "vector": vector.astype("<f4").tobytes(),
+        def values(question: SourceQuestion, vector: dict[str, Any]) -> dict[str, Any]:
+            return {**_fields(question), **vector, "content_hash": question.content_hash,
                     "updated_at": now}
 
         inserts, updates = [], []
-        for question, vector, row_id in zip(questions, vectors, existing_ids, strict=True):
+        for question, vector, row_id in zip(questions, stored_vectors, existing_ids, strict=True):
             if row_id is None:
                 inserts.append({**values(question, vector), "source": source,
                                 "external_id": question.external_id, "created_at": now})
@@ -363,12 +558,24 @@ class Store(Database):
     def update_fields(self, changes: Iterable[tuple[int, SourceQuestion]]) -> int:
         """Metadata-only edits (the embedded text is unchanged): no new vector, same generation."""
         now = datetime.now(UTC)
-        rows = [{"row_id": row_id, "subject": q.subject, "body": q.body, "metadata": q.metadata,
-                 "updated_at": now} for row_id, q in changes]
+        rows = [{"row_id": row_id, **_fields(q), "updated_at": now} for row_id, q in changes]
         if rows:
             with self.transaction() as connection:
                 self._update_rows(connection, rows)
         return len(rows)
+
+    def replace_vectors(self, vectors: dict[int, np.ndarray]) -> None:
+        """New vectors for stored questions (``check --repair``'s for damaged ones), in one
+        transaction."""
+        if not vectors:
+            return
+        row_ids = list(vectors)
+        stored = _vector_columns(np.stack([vectors[i] for i in row_ids]), [f"row {i}" for i in row_ids])
+        now = datetime.now(UTC)
+        with self.transaction() as connection:
+            self._update_rows(connection, [{"row_id": row_id, **columns, "updated_at": now}
+                                           for row_id, columns in zip(row_ids, stored, strict=True)])
+            self._bump_generation(connection)
 
     def _update_rows(self, connection: Connection, rows: list[dict[str, Any]]) -> None:
         """Set the given columns of the rows ``row_id`` names (all rows name the same columns);
@@ -393,9 +600,25 @@ class Store(Database):
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
+        dated = null().label("dated") if self.schema_version == _FIRST_SCHEMA else _QUESTIONS.c.dated
         with self.reading() as connection:
             for part in _batches(external_ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS).where(
+                rows = connection.execute(select(*_QUESTION_COLUMNS, dated).where(
                     _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
-                found.update((row.external_id, StoredQuestion(*row)) for row in rows)
+                found.update((row.external_id, StoredQuestion(*row[:-1], _in_utc(row.dated)))
+                             for row in rows)
+        return found
+
+    def shared_ids(self, external_ids: Sequence[str], among: Collection[str]) -> list[tuple[str, str, str]]:
+        """(source, external id, content hash) of the stored questions of the sources ``among``
+        that have one of ``external_ids``."""
+        found: list[tuple[str, str, str]] = []
+        if not among:
+            return found
+        with self.reading() as connection:
+            for part in _batches(external_ids):
+                rows = connection.execute(select(_QUESTIONS.c.source, _QUESTIONS.c.external_id,
+                                                 _QUESTIONS.c.content_hash).where(
+                    _QUESTIONS.c.source.in_(list(among)), _QUESTIONS.c.external_id.in_(part)))
+                found += [tuple(row) for row in rows]
         return found

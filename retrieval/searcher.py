@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.dates import DateOrder, DateValueError, date_window
 from core.encoder import Encoder
 from core.errors import UserError
 from core.lexical import LexicalIndex
@@ -52,22 +53,24 @@ class SearchFilters:
 
     A source is a file name or a path: a path to an existing file is matched as that file
     (resolved, so a relative path finds what was indexed by its absolute path). Categories match
-    whatever their case. Dates are ISO (YYYY-MM-DD, or with a time) and both ends are inclusive:
-    ``date_to`` as a bare day includes that whole day. An invalid date is a SearchError."""
+    trimmed and whatever their case. Dates are read as the index run reads them (``core.dates``,
+    ``date_order`` for 10/01/2024), compared in UTC, and both ends are inclusive: ``date_to`` as a
+    day includes that whole day; a question without a date passes no date filter. An invalid
+    date is a SearchError."""
 
     sources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     date_from: str | None = None
     date_to: str | None = None
+    date_order: DateOrder | None = None
+    # [start, end) in UTC of the dates that pass (None: open)
+    window: tuple[datetime | None, datetime | None] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for bound, value in (("since", self.date_from), ("until", self.date_to)):
-            if value is not None:
-                try:
-                    datetime.fromisoformat(value)
-                except ValueError:
-                    raise SearchError(f"{bound} {value!r} is not a date; use YYYY-MM-DD or an ISO "
-                                      "date and time (2024-03-15 or 2024-03-15T09:30)") from None
+        try:
+            object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order))
+        except DateValueError as err:
+            raise SearchError(str(err)) from None
         object.__setattr__(self, "sources", tuple(
             str(Path(source).resolve()) if Path(source).is_file() else source for source in self.sources))
 
@@ -235,8 +238,7 @@ class Searcher:
         """The ids that pass the filters (None: every id)."""
         if not filters:
             return None
-        allowed = self.index.store.ids_matching(filters.sources, filters.categories,
-                                                filters.date_from, filters.date_to)
+        allowed = self.index.store.ids_matching(filters.sources, filters.categories, *filters.window)
         return allowed if exclude is None else allowed[allowed != exclude]
 
     def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from helpers import make_tiny_model
+from helpers import collection, index, make_tiny_model, write_jsonl
 
 from core.data_dir import resolve_data_dir
 from core.datasets import DataError
@@ -21,6 +21,14 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture
+def built(tmp_path, tiny_model) -> tuple[Path, Path]:
+    """An index of 200 questions (its own SQLite file) and its source."""
+    source = write_jsonl(tmp_path / "questions.jsonl", collection(200))
+    index(source, tmp_path / "index", tiny_model)
+    return tmp_path / "index", source
 
 
 POSTGRES_ADMIN_ENV = "ASKALIKE_TEST_POSTGRES"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -29,6 +30,24 @@ runner = CliRunner()
 def invoke(*args: str | Path, **options: object):
     """``askalike ARGS`` in this process (``options``: CliRunner's, e.g. ``input``, ``env``)."""
     return runner.invoke(app, [str(a) for a in args], **options)
+
+
+SECRET = "s3cr3t-pw"  # a password that no output may show
+
+
+def assert_one_line_error(result, pattern: str) -> None:
+    """Exit 2 and one ``error:`` line matching ``pattern``: no traceback, no password."""
+    assert result.exit_code == 2, result.output
+    message = result.stderr.replace("\n", "")
+    assert message.startswith("error: ") and re.search(pattern, message), result.stderr
+    assert "Traceback" not in result.output and SECRET not in result.output
+
+
+def index(source: Path, index_dir: Path, model: Path, *extra: str | Path) -> dict:
+    """``askalike index SOURCE --json``'s report (the run must succeed)."""
+    result = invoke("index", source, "--model", model, "--index", index_dir, "--json", *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 def search_ids(index_dir: Path, query: str, k: int = 5, *extra: str | Path) -> list[str]:
@@ -112,6 +131,15 @@ def stored_state(index_dir: Path, database: str) -> dict:
         rows = connection.exec_driver_sql(
             "SELECT source, external_id, subject, body, content_hash, vector FROM questions")
         return {(r[0], r[1]): (r[2], r[3], r[4], bytes(r[5])) for r in rows}
+
+
+def as_first_schema(url: str) -> None:
+    """Turn a database of this askalike into one that an askalike of schema 1 wrote."""
+    with Store(url) as store, store.engine.begin() as connection:
+        connection.exec_driver_sql("DROP INDEX ix_questions_dated")
+        for column in ("dated", "category_key", "vector_crc32"):
+            connection.exec_driver_sql(f"ALTER TABLE questions DROP COLUMN {column}")
+        connection.exec_driver_sql("UPDATE index_settings SET value = '1' WHERE key = 'schema_version'")
 
 
 def write_bytes(path: Path, content: bytes) -> Path:

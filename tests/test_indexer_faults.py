@@ -32,8 +32,8 @@ def clean_run(tmp_path_factory, tiny_model):
     half = write_jsonl(directory / "half.jsonl", records[: QUESTIONS // 2])
     source = write_jsonl(directory / "all.jsonl", records)
     clean = directory / "clean"
-    run_index(*index_command(half, clean, tiny_model, "--prune"))
-    run_index(*index_command(source, clean, tiny_model, "--prune"))
+    run_index(*index_command(half, clean, tiny_model, "--prune", "--yes"))
+    run_index(*index_command(source, clean, tiny_model, "--prune", "--yes"))
     return directory, half, source, stored_state(clean, f"sqlite:///{clean / 'askalike.sqlite3'}")
 
 
@@ -55,9 +55,9 @@ def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay
     directory, half, source, expected = clean_run
     index_dir = directory / f"killed-{rows}-{delay:.2f}"
     database = index_dir / "askalike.sqlite3"
-    run_index(*index_command(half, index_dir, tiny_model, "--prune"))  # the previous index
+    run_index(*index_command(half, index_dir, tiny_model, "--prune", "--yes"))  # the previous index
 
-    process = subprocess.Popen(index_command(source, index_dir, tiny_model, "--prune"), cwd=ROOT,
+    process = subprocess.Popen(index_command(source, index_dir, tiny_model, "--prune", "--yes"), cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(process, database, rows, delay)
     if rows is not None:  # killed mid-embedding, with part of the new questions committed
@@ -66,7 +66,7 @@ def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay
     # the previous (or the finished) index still opens and answers
     assert answering_index_size(index_dir) in (QUESTIONS // 2, QUESTIONS)
 
-    run_index(*index_command(source, index_dir, tiny_model, "--prune"))
+    run_index(*index_command(source, index_dir, tiny_model, "--prune", "--yes"))
     assert stored_state(index_dir, f"sqlite:///{database}") == expected
     report = check_index(index_dir)
     assert report.ok, report.problems

@@ -63,6 +63,13 @@ REFUSED = {
     "duplicate_ids.jsonl": r"duplicate_ids\.jsonl:4: duplicate id 'g1' \(first at line 2\)",
     "normalised_id_collision.jsonl": r"normalised_id_collision\.jsonl:2: duplicate id 'café'",
     "truncated.jsonl.gz": r"truncated\.jsonl\.gz:\d+: cannot read \(Compressed file ended",
+    "duplicate_column.csv": r"duplicate_column\.csv:1: column 'category' appears twice in the header "
+                            r"\(columns 4 and 5\)",
+    "duplicate_id_column.csv": r"duplicate_id_column\.csv:1: column 'id' appears twice",
+    "duplicate_key.jsonl": r"duplicate_key\.jsonl:2: key 'id' appears twice in one object",
+    "boolean_id.jsonl": r"boolean_id\.jsonl:2: 'id' is a boolean; expected a string or an integer",
+    "float_id.jsonl": r"float_id\.jsonl:1: 'id' is a decimal number; expected a string or an integer",
+    "list_body.jsonl": r"list_body\.jsonl:2: 'body' is an array; expected a string",
 }
 
 

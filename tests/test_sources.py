@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.datasets import DataError
+from core.dates import DateOrder
 from indexer.choices import OnError
-from indexer.sources import SourceFile, clean_text
+from indexer.sources import SourceFile, category_key, clean_text
 
 
 def read(path: Path, on_error: OnError = OnError.stop) -> tuple[list, list[str]]:
@@ -136,3 +139,64 @@ def test_readers_round_trip_any_text(tmp_path, records, suffix):
     assert not problems
     assert [(q.external_id, q.subject, q.body) for q in questions] == [
         (str(i), clean_text(s), clean_text(b)) for i, (s, b) in enumerate(records)]
+
+
+JAN_5, JAN_10 = datetime(2024, 1, 5, tzinfo=UTC), datetime(2024, 1, 10, tzinfo=UTC)
+
+
+def test_dates_are_parsed_per_row_and_those_that_are_not_dates_named(tmp_path):
+    path = write_bytes(tmp_path / "q.csv", b"id,subject,date\n1,a,2024-01-05\n2,b,10/01/2024\n"
+                                           b"3,c,5 Jan 2024\n4,d,20240105\n5,e,soon\n6,f,\n")
+    source = SourceFile(path, OnError.stop)
+    assert [q.dated for q in source.check([])] == [JAN_5, None, JAN_5, JAN_5, None, None]
+    assert source.undated == 2
+    assert source.date_warnings == [
+        f"{path}:3: date '10/01/2024' is ambiguous (10 January or 1 October 2024): give --date-format "
+        "dmy or mdy",
+        f"{path}:6: date 'soon' is not a date (expected YYYY-MM-DD (or an ISO 8601 date and time), "
+        "DD/MM/YYYY or MM/DD/YYYY, 5 Jan 2024, Jan 5, 2024 or 20240105)"]
+    day_first = SourceFile(path, OnError.stop, DateOrder.dmy)
+    assert [q.dated for q in day_first.check([])][1] == JAN_10
+    assert [q.dated for q in day_first.questions()][1] == JAN_10 and day_first.undated == 1
+
+
+def test_json_dates_may_be_numbers_and_not_booleans(tmp_path):
+    path = write_bytes(tmp_path / "q.jsonl", b'{"id": 1, "subject": "a", "date": 20240105}\n'
+                                             b'{"id": 2, "subject": "b", "date": true}\n')
+    source = SourceFile(path, OnError.stop)
+    assert [q.dated for q in source.check([])] == [JAN_5, None]
+    assert source.date_warnings == [f"{path}:2: date True is a boolean, not a date"]
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ({"id": ["a"], "subject": "s"}, "'id' is an array; expected a string or an integer"),
+    ({"id": {"a": 1}, "subject": "s"}, "'id' is an object; expected a string or an integer"),
+    ({"id": "1", "title": 5}, "'title' is a number; expected a string"),
+    ({"id": "1", "subject": "s", "body": {"text": "b"}}, "'body' is an object; expected a string"),
+    ({"id": "1", "subject": "s", "x": {"k": 1, "k ": 2}}, None),  # distinct keys, nested
+])
+def test_json_ids_and_texts_must_be_strings(tmp_path, record, message):
+    path = write_bytes(tmp_path / "q.jsonl", json.dumps(record).encode() + b"\n")
+    if message is None:
+        assert read(path)[0]
+    else:
+        with pytest.raises(DataError, match=rf"q\.jsonl:1: {re.escape(message)}"):
+            read(path)
+
+
+def test_a_key_repeated_in_nested_metadata_is_refused(tmp_path):
+    path = write_bytes(tmp_path / "q.jsonl", b'{"id": "1", "subject": "s", "x": {"k": 1, "k": 2}}\n')
+    with pytest.raises(DataError, match=r"q\.jsonl:1: key 'k' appears twice in one object"):
+        read(path)
+
+
+def test_null_subject_or_body_is_no_text(tmp_path):
+    path = write_bytes(tmp_path / "q.jsonl", b'{"id": 7, "subject": null, "body": "b"}\n')
+    (question,) = read(path)[0]
+    assert (question.external_id, question.subject, question.body) == ("7", "", "b")
+
+
+def test_categories_are_compared_trimmed_and_case_folded():
+    assert category_key("  Stra\u00dfe ") == category_key("STRASSE") == "strasse"
+    assert category_key("Cafe\u0301") == category_key("CAF\u00c9")  # NFC
+    assert category_key(["a"]) is None and category_key("  ") is None and category_key(None) is None

@@ -4,13 +4,19 @@ stale, the encoder and owner an index's database is bound to, and read-only open
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import numpy as np
 import pytest
+from helpers import as_first_schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
 
 from core.model_dir import EncoderIdentity
 from indexer.database import StoreError, lock_timeout_s, masked_url
 from indexer.sources import SourceQuestion
-from indexer.store import Store
+from indexer.store import SCHEMA_VERSION, DamagedVectorsError, Store
 
 DIM = 4
 ENCODER = EncoderIdentity("models/x", "abc123", DIM)
@@ -94,3 +100,126 @@ def test_urls_are_masked_and_bad_timeouts_refused(monkeypatch):
         monkeypatch.setenv("ASKALIKE_DB_TIMEOUT", bad)
         with pytest.raises(StoreError, match="ASKALIKE_DB_TIMEOUT"):
             lock_timeout_s()
+
+
+def _dated(external_id: str, when: datetime | None, category: str) -> SourceQuestion:
+    metadata = {"category": category, **({"date": when.isoformat()} if when else {})}
+    return SourceQuestion(external_id, f"subject {external_id}", "body", metadata, dated=when)
+
+
+def test_filters_compare_parsed_dates_and_normalised_categories(database_url):
+    questions = [_dated("utc", datetime(2024, 1, 5, 23, 30, tzinfo=UTC), " Visas "),
+                 _dated("east", datetime(2024, 1, 6, 1, 0, tzinfo=timezone(timedelta(hours=5))), "VISAS"),
+                 _dated("next", datetime(2024, 1, 6, tzinfo=UTC), "Stra\u00dfe"),
+                 _dated("undated", None, "visas")]
+    with Store(database_url) as store:
+        ids = dict(zip([q.external_id for q in questions],
+                       store.write("a.csv", questions, _vectors(4), [None] * 4), strict=True))
+
+        def matching(**filters: object) -> set[str]:
+            found = set(store.ids_matching(**filters).tolist())
+            return {name for name, row_id in ids.items() if row_id in found}
+
+        day = datetime(2024, 1, 5, tzinfo=UTC)
+        assert matching(dated_from=day, dated_before=day + timedelta(days=1)) == {"utc", "east"}
+        assert matching(dated_from=day + timedelta(days=1)) == {"next"}  # an undated one never passes
+        assert matching(categories=["visas"]) == {"utc", "east", "undated"}
+        assert matching(categories=["STRASSE "]) == {"next"}
+        assert store.questions_with_ids("a.csv", ["east"])["east"].dated == questions[1].dated
+
+
+def test_a_vector_that_is_not_of_unit_norm_is_never_stored(database_url):
+    with Store(database_url) as store:
+        vectors = _vectors(2)
+        vectors[1] *= 3
+        with pytest.raises(StoreError, match=r"question 'q1' of a\.csv a vector of norm 3, not 1"):
+            store.write("a.csv", _questions(2), vectors, [None, None])
+        vectors[1] = np.nan
+        with pytest.raises(StoreError, match="not finite"):
+            store.write("a.csv", _questions(2), vectors, [None, None])
+        assert store.count() == 0
+
+
+def _set_vector(store: Store, row_id: int, blob: bytes) -> None:
+    """Write a vector's bytes behind the store's back, as damage on disk would."""
+    with store.engine.begin() as connection:
+        connection.execute(text("UPDATE questions SET vector = :blob WHERE id = :id"),
+                           {"blob": blob, "id": row_id})
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (lambda blob: blob[:4] + b"\x00\x00\x80\x7f" + blob[8:], "its bytes do not match their checksum"),
+    (lambda blob: blob[:-4], "12 bytes, a 4-dimensional vector has 16"),
+])
+def test_damaged_vectors_are_found_and_never_read(database_url, damage, problem):
+    with Store(database_url) as store:
+        ids = store.write("a.csv", _questions(3), _vectors(3), [None] * 3)
+        _set_vector(store, ids[1], damage(store.vectors_of([ids[1]], DIM)[ids[1]].tobytes()))
+        (damaged,) = store.damaged_vectors(DIM)
+        assert (damaged.id, damaged.external_id, damaged.problem) == (ids[1], "q1", problem)
+        with pytest.raises(DamagedVectorsError, match=r"1 stored vectors are damaged .*'q1' of a\.csv"):
+            list(store.vectors(DIM))
+        with pytest.raises(DamagedVectorsError):
+            store.vectors_of(ids, DIM)
+        assert len(store.vectors_of([ids[0], ids[2]], DIM)) == 2
+        store.replace_vectors({ids[1]: _vectors(1, seed=5)[0]})
+        assert store.damaged_vectors(DIM) == [] and store.generation() == 2
+
+
+@pytest.mark.reliability("a database of schema 1 (dates and categories as text, no vector checksums, "
+                         "one vector already damaged), on SQLite and PostgreSQL",
+                         "read as it is (a date or category filter refused, saying how to upgrade); "
+                         "opened for writing, upgraded: dates parsed, checksums computed, the damaged "
+                         "vector left without one so that check reports it")
+def test_a_first_schema_database_is_read_and_upgraded(database_url):
+    questions = [SourceQuestion("a", "s", "b", {"date": "5 Jan 2024", "category": " Visas"}),
+                 SourceQuestion("b", "s", "b", {"date": "10/01/2024"}),
+                 SourceQuestion("c", "s", "b", {})]
+    with Store(database_url) as store:
+        store.bind_encoder(ENCODER)
+        ids = store.write("a.csv", questions, _vectors(3), [None] * 3)
+        blob = store.vectors_of([ids[2]], DIM)[ids[2]] * 1e21
+        _set_vector(store, ids[2], blob.astype("<f4").tobytes())
+    as_first_schema(database_url)
+    with Store(database_url, read_only=True) as old:
+        assert old.schema_version == "1" and len(old.ids_matching(sources=["a.csv"])) == 3
+        with pytest.raises(StoreError, match=r"built by an older askalike.*`askalike check --repair`"):
+            old.ids_matching(dated_from=datetime(2024, 1, 1, tzinfo=UTC))
+        assert [d.external_id for d in old.damaged_vectors(DIM)] == ["c"]  # norms are checked
+    with Store(database_url) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert store.ids_matching(dated_from=datetime(2024, 1, 5, tzinfo=UTC)).tolist() == [ids[0]]
+        assert store.ids_matching(categories=["visas"]).tolist() == [ids[0]]
+        (damaged,) = store.damaged_vectors(DIM)
+        assert damaged.external_id == "c" and "no checksum" in damaged.problem
+    with Store(database_url) as again:  # upgraded once
+        assert again.schema_version == SCHEMA_VERSION and len(again.damaged_vectors(DIM)) == 1
+
+
+
+_RNG = np.random.default_rng(3)
+SPREAD = [None if i % 7 == 0 else  # dates about 2024 in zones from UTC-12 to UTC+13, some undated
+          datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=int(_RNG.integers(-12, 14)))))
+          + timedelta(hours=int(_RNG.integers(0, 9000))) for i in range(60)]
+zones = st.sampled_from([UTC, timezone(timedelta(hours=-11)), timezone(timedelta(hours=5, minutes=45))])
+# a bound anywhere, or within a day of a stored date (where a zone mistake would show)
+bounds = st.one_of(
+    st.datetimes(min_value=datetime(2023, 1, 1), max_value=datetime(2025, 12, 31), timezones=zones),
+    st.builds(lambda when, minutes, zone: (when + timedelta(minutes=minutes)).astimezone(zone),
+              st.sampled_from([when for when in SPREAD if when]), st.integers(-1440, 1440), zones))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=bounds, end=bounds)
+def test_a_date_filter_passes_exactly_the_questions_dated_in_it(database_url, start, end):
+    """Whatever the zones of the stored dates and of the bounds, [start, end) is compared as
+    instants (hypothesis; the same SPREAD of stored questions for every example)."""
+    with Store(database_url) as store:
+        if not store.count():
+            store.write("a.csv", [_dated(f"q{i}", when, "c") for i, when in enumerate(SPREAD)],
+                        _vectors(len(SPREAD)), [None] * len(SPREAD))
+        row_ids = {q.external_id: q.id for q in store.questions_with_ids(
+            "a.csv", [f"q{i}" for i in range(len(SPREAD))]).values()}
+        expected = {row_ids[f"q{i}"] for i, when in enumerate(SPREAD)
+                    if when is not None and start <= when < end}
+        assert set(store.ids_matching(dated_from=start, dated_before=end).tolist()) == expected

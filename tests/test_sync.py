@@ -20,6 +20,7 @@ ENCODER = EncoderIdentity("m", "f", DIM)
 
 def _add(store: Store, start: int, count: int) -> list[int]:
     vectors = np.random.default_rng(start).normal(size=(count, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)  # as every encoder gives them
     questions = [SourceQuestion(f"q{i}", f"question number {i}", "") for i in range(start, start + count)]
     return store.write("a.csv", questions, vectors, [None] * count)
 

@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -20,36 +19,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, collection, invoke, own_database, search_ids, stored_state, write_jsonl
+from helpers import (
+    ROOT,
+    SECRET,
+    assert_one_line_error,
+    collection,
+    index,
+    invoke,
+    own_database,
+    search_ids,
+    stored_state,
+    write_jsonl,
+)
 
 from indexer.directory import check_index, open_index
 from indexer.manifest import read_manifest
 from indexer.store import Store
 from indexer.vector_index import index_ids
-
-SECRET = "s3cr3t-pw"
-
-
-def assert_one_line_error(result, pattern: str) -> None:
-    """Exit 2 and one ``error:`` line matching ``pattern``: no traceback, no password."""
-    assert result.exit_code == 2, result.output
-    message = result.stderr.replace("\n", "")
-    assert message.startswith("error: ") and re.search(pattern, message), result.stderr
-    assert "Traceback" not in result.output and SECRET not in result.output
-
-
-def index(source: Path, index_dir: Path, model: Path, *extra: str | Path) -> dict:
-    result = invoke("index", source, "--model", model, "--index", index_dir, "--json", *extra)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-@pytest.fixture
-def built(tmp_path, tiny_model) -> tuple[Path, Path]:
-    """An index of 200 questions (its own SQLite file) and its source."""
-    source = write_jsonl(tmp_path / "questions.jsonl", collection(200))
-    index(source, tmp_path / "index", tiny_model)
-    return tmp_path / "index", source
 
 
 def listing(directory: Path) -> dict[str, tuple[int, int]]:
