@@ -98,7 +98,8 @@ class SearchTuning:
     collection's size (recorded in the manifest, shown by ``index-info``). ``ef_search``: the
     candidates an HNSW search keeps; ``nprobe``: the IVF lists a search reads; ``k_factor``: the
     candidates per result that an ivfpq index re-scores on its fp16 vectors. Higher is more
-    exact and slower."""
+    exact and slower. They are the settings for the best 10 of all questions: a search for more,
+    or with a filter, raises ef_search and nprobe in proportion (``query_settings``)."""
 
     ef_search: int | None = None
     nprobe: int | None = None
