@@ -25,6 +25,9 @@ TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
 # fast kernel, and the refinement re-scores candidates on the vectors anyway
 PQ_TRAINING_PER_CENTROID = 64
 GPU_MAX_K = 2048  # the most hits a query that FAISS's GPU search returns
+# fp16 keeps 11 significant bits, so each coordinate is within 2^-11 of its own size and the
+# cosine of two unit vectors within 2^-11 (4.9e-4) of the exact one; twice that, to be safe
+FP16_COSINE_ERROR = 1e-3
 Chunks = Iterable[tuple[np.ndarray, np.ndarray]]  # (int64 ids, float32 vectors) a chunk at a time
 
 
@@ -115,20 +118,51 @@ def configure_search(index: faiss.Index, parameters: dict[str, Any]) -> None:
         inner.k_factor = parameters["k_factor"]
 
 
-def selector_parameters(index: faiss.Index, allowed: np.ndarray) -> faiss.SearchParameters:
-    """Search parameters that restrict a search of ``index`` to the ids in ``allowed``, keeping
-    the index's own search settings. IVF wants its own parameter type, and a refined index
-    passes the selector to its first stage, in that stage's positions (the IDMap2 above it
-    translates only the outer selector)."""
-    selector = faiss.IDSelectorBatch(allowed)
+def search_parameters(index: faiss.Index, allowed: np.ndarray | None,
+                      settings: dict[str, int]) -> faiss.SearchParameters:
+    """Search parameters for one search of ``index``: ``settings`` (ef_search, probes,
+    k_factor; ``indexer.tuning.query_settings``) in place of the index's own, and restricted to
+    the ids in ``allowed`` (None: every id). IVF and HNSW want their own parameter types, and a
+    refined index passes the selector to its first stage, in that stage's positions (the IDMap2
+    above it translates only the outer selector)."""
+    selector = None if allowed is None else faiss.IDSelectorBatch(allowed)
     ivf, inner = faiss.try_extract_index_ivf(index), _inner(index)
     if isinstance(inner, faiss.IndexRefine):
-        base = faiss.SearchParametersIVF(sel=faiss.IDSelectorTranslated(index.id_map, selector),
-                                         nprobe=ivf.nprobe)
-        return faiss.IndexRefineSearchParameters(k_factor=inner.k_factor, base_index_params=base)
+        translated = None if selector is None else faiss.IDSelectorTranslated(index.id_map, selector)
+        base = faiss.SearchParametersIVF(sel=translated, nprobe=settings.get("probes", ivf.nprobe))
+        return faiss.IndexRefineSearchParameters(k_factor=settings.get("k_factor", inner.k_factor),
+                                                 base_index_params=base)
     if ivf is not None:
-        return faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nprobe)
+        return faiss.SearchParametersIVF(sel=selector, nprobe=settings.get("probes", ivf.nprobe))
+    if isinstance(inner, faiss.IndexHNSW):
+        return faiss.SearchParametersHNSW(sel=selector,
+                                          efSearch=settings.get("ef_search", inner.hnsw.efSearch))
     return faiss.SearchParameters(sel=selector)
+
+
+def scan(index: faiss.Index, vectors: np.ndarray, k: int,
+         allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of every vector ``index`` holds (only the ids in ``allowed`` when given),
+    scored one by one: (cosines, ids) as FAISS's search returns them, -1 where fewer pass. Exact
+    for flat, hnsw (its flat storage) and ivf (every list read); a refined ivfpq index scores its
+    fp16 copies, within ``cosine_error(index)`` of the exact cosines."""
+    selector = None if allowed is None else faiss.IDSelectorBatch(allowed)
+    inner, ivf = _inner(index), faiss.try_extract_index_ivf(index)
+    if isinstance(inner, faiss.IndexHNSW | faiss.IndexRefine):
+        storage = inner.storage if isinstance(inner, faiss.IndexHNSW) else inner.refine_index
+        translated = None if selector is None else faiss.IDSelectorTranslated(index.id_map, selector)
+        cosines, positions = faiss.downcast_index(storage).search(
+            vectors, k, params=None if translated is None else faiss.SearchParameters(sel=translated))
+        return cosines, np.where(positions >= 0, index_ids(index)[positions], -1)
+    if ivf is not None:
+        return index.search(vectors, k, params=faiss.SearchParametersIVF(sel=selector, nprobe=ivf.nlist))
+    return index.search(vectors, k, params=None if selector is None else faiss.SearchParameters(sel=selector))
+
+
+def cosine_error(index: faiss.Index) -> float:
+    """How far the cosines ``index`` returns may be from the exact ones: 0 where it keeps the
+    vectors in float32, ``FP16_COSINE_ERROR`` for a refined (ivfpq) index."""
+    return FP16_COSINE_ERROR if isinstance(_inner(index), faiss.IndexRefine) else 0.0
 
 
 def write_index(index: faiss.Index, path: Path) -> str:

@@ -31,20 +31,36 @@ def default_mode(tuned_dense_weight: float | None) -> SearchMode:
     return SearchMode.dense
 
 
-def min_max(scores: Sequence[float]) -> list[float]:
+def scaling(scores: Sequence[float]) -> Callable[[float], float]:
+    """The min-max map fitted on ``scores`` (their lowest to 0, their highest to 1; all to 0 when
+    they are equal); a score outside them maps outside [0, 1] by the same line."""
     low, high = min(scores, default=0.0), max(scores, default=0.0)
     if high <= low:
-        return [0.0] * len(scores)
-    return [(score - low) / (high - low) for score in scores]
+        return lambda _: 0.0
+    return lambda score: (score - low) / (high - low)
+
+
+def min_max(scores: Sequence[float]) -> list[float]:
+    scale = scaling(scores)
+    return [scale(score) for score in scores]
+
+
+def fused_score(dense: Sequence[float], lexical: Sequence[float],
+                dense_weight: float) -> Callable[[float, float], float]:
+    """The fused score of any (cosine, BM25 score) pair, normalised by the bounds of a pool of
+    candidates' scores (``dense``, ``lexical``): on the pool, what ``fuse`` gives; a question
+    outside it is scored with the same bounds, so adding it reorders nothing."""
+    dense_scale, lexical_scale = scaling(dense), scaling(lexical)
+    return lambda cosine, bm25: dense_weight * dense_scale(cosine) + (1 - dense_weight) * lexical_scale(bm25)
 
 
 def fuse(dense: Mapping[Key, float], lexical: Mapping[Key, float], dense_weight: float) -> dict[Key, float]:
     """Each candidate's fused score: ``dense_weight`` * its normalised cosine + the rest * its
     normalised BM25 score."""
     keys = list(dict.fromkeys([*dense, *lexical]))
-    dense_norm = dict(zip(dense, min_max(list(dense.values())), strict=True))
-    lexical_norm = dict(zip(lexical, min_max(list(lexical.values())), strict=True))
-    return {key: dense_weight * dense_norm.get(key, 0.0) + (1 - dense_weight) * lexical_norm.get(key, 0.0)
+    dense_scale, lexical_scale = scaling(list(dense.values())), scaling(list(lexical.values()))
+    return {key: dense_weight * (dense_scale(dense[key]) if key in dense else 0.0)
+            + (1 - dense_weight) * (lexical_scale(lexical[key]) if key in lexical else 0.0)
             for key in keys}
 
 

@@ -2,12 +2,16 @@
 encoder and matched by cosine in FAISS (dense), by BM25 in the index's lexical file (lexical), or
 the two fused (hybrid: the best candidates of each, rescored exactly on both sides and fused by
 ``retrieval.fusion``). Metadata filters are resolved in the database with bound parameters and
-handed to FAISS as an id selector (and to BM25 as allowed ids), so the k results are the best k
-among the questions that pass."""
+handed to FAISS as an id selector (and to BM25 as allowed ids). A dense search scans the vectors
+of the questions that pass exactly where they are few, or where an approximate search would
+read about as many; otherwise it goes to the approximate index with its settings raised for k
+and the filter (``indexer.tuning.query_settings``), and one that comes back short is answered by
+the scan. So the k results are the best k among the questions that pass, and k of them whenever
+k pass, on every index type."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -32,13 +36,21 @@ from core.similarity import require_text
 from indexer.directory import OpenIndex, open_index
 from indexer.manifest import load_lexical
 from indexer.store import StoredQuestion
-from indexer.tuning import SEARCH_PARAMETERS
-from indexer.vector_index import GPU_MAX_K, configure_search, gpu_copy, selector_parameters
-from retrieval.fusion import SearchMode, default_mode, fuse
+from indexer.tuning import SEARCH_PARAMETERS, query_settings
+from indexer.vector_index import (
+    GPU_MAX_K,
+    configure_search,
+    cosine_error,
+    gpu_copy,
+    scan,
+    search_parameters,
+)
+from retrieval.fusion import SearchMode, default_mode, fused_score
 
 if TYPE_CHECKING:
     import faiss
 
+Hit = tuple[int, float]  # a question's row id and its cosine to the query
 EXCERPT_CHARS = 240
 CANDIDATE_POOL = 100  # candidates from each side of a hybrid search before fusion
 
@@ -89,7 +101,8 @@ class SearchTuning:
     collection's size (recorded in the manifest, shown by ``index-info``). ``ef_search``: the
     candidates an HNSW search keeps; ``nprobe``: the IVF lists a search reads; ``k_factor``: the
     candidates per result that an ivfpq index re-scores on its fp16 vectors. Higher is more
-    exact and slower."""
+    exact and slower. They are the settings for the best 10 of all questions: a search for more,
+    or with a filter, raises ef_search and nprobe in proportion (``query_settings``)."""
 
     ef_search: int | None = None
     nprobe: int | None = None
@@ -161,8 +174,11 @@ class Searcher:
         spec = model or identity.model
 
         try:
+            # the settings each search starts from (query_settings raises them for k and filters)
+            self.parameters = (manifest.parameters if tuning is None
+                               else tuning.applied(manifest.index_type, manifest.parameters))
             if tuning is not None and tuning != SearchTuning():  # else load_faiss applied them
-                configure_search(self.index.faiss, tuning.applied(manifest.index_type, manifest.parameters))
+                configure_search(self.index.faiss, self.parameters)
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
                                  f"search with --model {identity.model} or rebuild the index "
@@ -215,7 +231,7 @@ class Searcher:
         if mode == SearchMode.dense:
             return self._search_vectors(vectors, k, filters, exclude=None)
         allowed = self._allowed(filters, exclude=None)
-        return [self._search_words(query, vector, k, filters, allowed, mode)
+        return [self._search_words(query, vector, k, allowed, mode)
                 for query, vector in zip(queries, vectors, strict=True)]
 
     def more_like(self, question_id: int, k: int = 10,
@@ -223,7 +239,7 @@ class Searcher:
         """Questions most like a stored one (itself left out), by cosine to its stored vector
         (exact whatever the index type)."""
         self._require_questions()
-        stored = self.index.store.vectors_of([int(question_id)], self.index.manifest.encoder.dim)
+        stored = self._stored_vectors([int(question_id)])
         if int(question_id) not in stored:
             raise SearchError(f"question {question_id} is not in the index")
         vector = stored[int(question_id)]
@@ -242,56 +258,117 @@ class Searcher:
         return allowed if exclude is None else allowed[allowed != exclude]
 
     def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,
-                    exclude: int | None) -> tuple[list[list[tuple[int, float]]], dict[int, StoredQuestion]]:
-        """Per query, up to k live (id, cosine) pairs, best first, and the stored rows they name."""
+                    exclude: int | None) -> tuple[list[list[Hit]], dict[int, StoredQuestion]]:
+        """Per query, up to k live (id, cosine) pairs, best first, and the stored rows they name:
+        the best k of the questions that pass (``allowed``; None: all), with at least
+        min(k, those that pass) of them. An approximate search that comes back with fewer (its
+        candidates ran out before enough passed) is answered again by the exact scan."""
         if allowed is not None and not len(allowed):
             return [[] for _ in vectors], {}
-        params = None if allowed is None else selector_parameters(self.index.faiss, allowed)
-        # ids deleted but still indexed (a run was interrupted after its commit) are skipped:
-        # ask FAISS for more until each query has k live hits or the index is exhausted
+        hits, found = self._faiss_hits(vectors, k, allowed, exclude, approximate=True)
+        passing = self.count - (exclude is not None) if allowed is None else len(allowed)
+        short = [row for row, row_hits in enumerate(hits) if len(row_hits) < min(k, passing)]
+        if short and self._settings(k, allowed) is not None:
+            again, more = self._faiss_hits(vectors[short], k, allowed, exclude, approximate=False)
+            for row, row_hits in zip(short, again, strict=True):
+                hits[row] = row_hits
+            found |= more
+        return hits, found
+
+    def _settings(self, wanted: int, allowed: np.ndarray | None) -> dict[str, int] | None:
+        """The approximate search settings for ``wanted`` hits among ``allowed``; None: scan."""
+        return query_settings(self.index.manifest.index_type, self.parameters, self.count,
+                              self.count if allowed is None else len(allowed), wanted)
+
+    def _faiss_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None, exclude: int | None,
+                    approximate: bool) -> tuple[list[list[Hit]], dict[int, StoredQuestion]]:
+        """Up to k live (id, cosine) pairs per query from FAISS (the search ``query_settings``
+        chooses, or the exact scan), and the stored rows they name. Ids deleted but still indexed
+        (a run was interrupted after its commit) are skipped: FAISS is asked for more until each
+        query has k live hits or no more come. Where FAISS's cosines are not exact (ivfpq's fp16
+        copies), hits are re-scored from the stored vectors, and FAISS is asked for more until
+        none left out could, within the error, outscore the k-th."""
+        error = cosine_error(self.index.faiss)
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
         while True:
-            cosines, ids = self._faiss_search(vectors, wanted, params)
+            settings = self._settings(wanted, allowed) if approximate else None
+            cosines, ids = self._faiss_search(vectors, wanted, allowed, settings)
             found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
             live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
                      if i >= 0 and int(i) != exclude and int(i) in found]
                     for row_cosines, row_ids in zip(cosines, ids, strict=True)]
             exhausted = (ids < 0).any(axis=1)  # FAISS had no more candidates for that query
-            if wanted >= self.count or all(len(hits) >= k or done
-                                           for hits, done in zip(live, exhausted, strict=True)):
-                return [hits[:k] for hits in live], found
+            # with inexact cosines, a question left out may outscore the k-th by up to twice the error
+            settled = [done or (len(hits) >= k and (not error or last < hits[k - 1][1] - 2 * error))
+                       for hits, done, last in zip(live, exhausted, cosines[:, -1], strict=True)]
+            if wanted >= self.count or all(settled):
+                return [hits[:k] for hits in (self._rescored(vectors, live) if error else live)], found
             wanted = min(2 * wanted, self.count)
 
-    def _faiss_search(self, vectors: np.ndarray, wanted: int,
-                      params: faiss.SearchParameters | None) -> tuple[np.ndarray, np.ndarray]:
-        """On the GPU copy when there is one and the search suits it: no filter, and no more
-        hits than FAISS's GPU search returns."""
-        if params is not None:
-            return self.index.faiss.search(vectors, wanted, params=params)
-        on_gpu = self.gpu_faiss is not None and wanted <= GPU_MAX_K
-        return (self.gpu_faiss if on_gpu else self.index.faiss).search(vectors, wanted)
+    def _rescored(self, vectors: np.ndarray, hits: list[list[Hit]]) -> list[list[Hit]]:
+        """Each query's ``hits`` re-scored by the cosine of their stored (exact) vectors, best first."""
+        stored = self._stored_vectors({i for row in hits for i, _ in row})
+        return [sorted(((i, float(stored[i] @ vector)) for i, _ in row if i in stored),
+                       key=lambda hit: (-hit[1], hit[0]))
+                for vector, row in zip(vectors, hits, strict=True)]
+
+    def _faiss_search(self, vectors: np.ndarray, wanted: int, allowed: np.ndarray | None,
+                      settings: dict[str, int] | None) -> tuple[np.ndarray, np.ndarray]:
+        """The approximate search with ``settings``, or (None) the scan; an unfiltered scan of
+        a flat index runs on its GPU copy where there is one and FAISS's GPU search returns that
+        many hits."""
+        if settings is not None:
+            return self.index.faiss.search(vectors, wanted,
+                                           params=search_parameters(self.index.faiss, allowed, settings))
+        if allowed is None and self.gpu_faiss is not None and wanted <= GPU_MAX_K:
+            return self.gpu_faiss.search(vectors, wanted)
+        return scan(self.index.faiss, vectors, wanted, allowed)
 
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:
         live, found = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
         return [_results([(i, c, c) for i, c in hits], found) for hits in live]
 
-    def _search_words(self, query: str, vector: np.ndarray, k: int, filters: SearchFilters | None,
-                      allowed: np.ndarray | None, mode: SearchMode) -> list[SearchResult]:
-        """Lexical or hybrid: the best candidates of BM25 (and of FAISS, for hybrid), each scored
-        exactly on both sides (cosine from its stored vector, BM25 from its postings)."""
-        pool = max(k, CANDIDATE_POOL)
-        candidates = {i for i, _ in self.lexical.top(query, pool, allowed)}
-        if mode == SearchMode.hybrid:
-            (dense,), _ = self._dense_hits(vector[None, :], pool, allowed, exclude=None)
-            candidates |= {i for i, _ in dense}
-        found = self.index.store.fetch(sorted(candidates))  # live questions only
-        stored = self.index.store.vectors_of(list(found), self.index.manifest.encoder.dim)
-        cosines = {i: float(stored[i] @ vector) for i in found}
-        lexical = self.lexical.scores_of(query, list(found))
-        scores = lexical if mode == SearchMode.lexical else fuse(cosines, lexical, self.dense_weight)
-        best = sorted(found, key=lambda i: (-scores[i], i))[:k]
-        return _results([(i, cosines[i], scores[i]) for i in best], found)
+    def _search_words(self, query: str, vector: np.ndarray, k: int, allowed: np.ndarray | None,
+                      mode: SearchMode) -> list[SearchResult]:
+        """Lexical or hybrid: the best k among the questions that pass, by BM25 (those sharing a
+        word with the query) or by the fused score. Candidates are scored exactly on both sides
+        (cosine from the stored vector, BM25 from the postings).
+
+        A question's fused score depends on the query, never on k: the bounds of the min-max
+        normalisation are those of a pool of fixed size (the best ``CANDIDATE_POOL`` of each
+        side), and a question outside it is scored with the same bounds. A pool that grew with
+        k moved the bounds and reordered the top. The best k are then found by the threshold
+        algorithm (Fagin et al. 2001): both sides' lists are read deeper until the k-th best
+        score among the questions seen is at least what one missing from both could reach (the
+        score of the lists' last cosine and last BM25 score), so ``-k 10`` returns the first
+        10 of ``-k 1000``. Over an approximate index the dense list is itself approximate: a
+        deeper one may find a question that a shallower one missed."""
+        hybrid, depth, score = mode == SearchMode.hybrid, CANDIDATE_POOL, None
+        while True:
+            words = self.lexical.top(query, depth, allowed)
+            meaning = self._dense_hits(vector[None, :], depth, allowed, exclude=None)[0][0] if hybrid else []
+            found = self.index.store.fetch(sorted({i for i, _ in words} | {i for i, _ in meaning}))
+            cosines = self._cosines(vector, found)
+            bm25 = self.lexical.scores_of(query, list(cosines))
+            if score is None:  # the first round's candidates are the pool that fixes the bounds
+                score = (fused_score(list(cosines.values()), list(bm25.values()), self.dense_weight)
+                         if hybrid else lambda _, bm25_score: bm25_score)
+            scores = {i: score(cosines[i], bm25[i]) for i in cosines}
+            ranked = sorted(scores, key=lambda i: (-scores[i], i))
+            seen_all = len(meaning) < depth if hybrid else len(words) < depth
+            unseen = score(meaning[-1][1] if meaning else -1.0, words[-1][1] if len(words) == depth else 0.0)
+            if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
+                return _results([(i, cosines[i], scores[i]) for i in ranked[:k]], found)
+            depth = max(2 * depth, k)
+
+    def _cosines(self, vector: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
+        """The cosine of ``vector`` and each question's stored (exact) vector."""
+        return {i: float(stored @ vector) for i, stored in self._stored_vectors(ids).items()}
+
+    def _stored_vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The stored (exact) vectors of the questions still stored among ``ids``."""
+        return self.index.store.vectors_of(sorted(ids), self.index.manifest.encoder.dim)
 
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion]) -> list[SearchResult]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from core.cqa_questions import OriginalQuestion, RelatedQuestion
 from core.lexical import LexicalIndex, lexical_tokens, rank_candidates
-from retrieval.fusion import SearchMode, fuse, fuse_lists, min_max
+from retrieval.fusion import SearchMode, fuse, fuse_lists, fused_score, min_max
 from retrieval.reranker import Reranker
 
 DOCS = {10: "how do i renew my visa in doha", 11: "cheap used cars for sale",
@@ -88,6 +88,9 @@ def test_fusion_is_a_convex_combination_of_normalised_scores():
     assert fused == pytest.approx({"a": 0.25, "b": 0.75, "c": 0.0})
     assert fuse_lists([0.1, 0.3], [5.0, 1.0], 1.0) == [0.0, 1.0]  # weight 1: dense alone
     assert fuse_lists([0.1, 0.3], [5.0, 1.0], 0.0) == [1.0, 0.0]  # weight 0: lexical alone
+    scored = fused_score([0.9, 0.5], [0.0, 12.0], dense_weight=0.25)  # a pool's bounds
+    assert scored(0.5, 12.0) == pytest.approx(0.75)  # on the pool: what fuse gives
+    assert scored(0.1, 0.0) == pytest.approx(-0.25)  # beyond it: the same line, not re-fitted
 
 
 def question(text: str, related: list[str]) -> OriginalQuestion:

@@ -26,7 +26,7 @@ from indexer.layout import MANIFEST_FILE
 from indexer.manifest import read_manifest
 from indexer.sources import SourceFile
 from indexer.tuning import IndexBuildError, auto_index_type, choose_parameters, resolve_index_type
-from indexer.vector_index import build_index, selector_parameters, training_sample, training_size
+from indexer.vector_index import build_index, search_parameters, training_sample, training_size
 from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
 
@@ -184,7 +184,7 @@ def test_approximate_indexes_answer_like_exact_search(index_type):
     allowed = ids[ids % 2 == 1]  # every other question passes a filter
     exact_allowed = faiss.IndexFlatIP(dim)
     exact_allowed.add(vectors[ids % 2 == 1])
-    found = index.search(queries, 10, params=selector_parameters(index, allowed))[1]
+    found = index.search(queries, 10, params=search_parameters(index, allowed, {}))[1]
     assert np.isin(found, allowed).all()
     assert _recall(found, allowed[exact_allowed.search(queries, 10)[1]]) >= 0.9
 
