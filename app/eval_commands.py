@@ -147,7 +147,7 @@ def score(
     from retrieval.scorer import format_report, score_run
 
     with user_errors():
-        report = score_run(read_cqa_run(gold), read_cqa_run(predictions))
+        report = score_run(read_cqa_run(gold, "gold"), read_cqa_run(predictions))
     typer.echo(json.dumps(report.summary()) if as_json else format_report(report))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.markup import escape
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -22,7 +23,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from app.common import RESULT_COLUMNS, result_row
+from app.common import RESULT_COLUMNS, printable, result_row
+from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
@@ -132,6 +134,11 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
         self.dismiss(SearchFilters())
 
 
+def _markup(text: object) -> str:
+    """Stored or typed text inside markup: shown as it is, control characters escaped."""
+    return escape(printable(text))
+
+
 def detail_markup(result: SearchResult) -> str:
     """The full question: subject, metadata, body, and the comments when the source has them."""
     meta = result.metadata
@@ -139,14 +146,14 @@ def detail_markup(result: SearchResult) -> str:
              *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
              *(f"{name} {meta[name]}" for name in ("category", "date") if meta.get(name)),
              f"source {Path(result.source).name}", f"id {result.external_id}"]
-    parts = [f"[b]{escape(result.subject)}[/b]", f"[dim]{escape(' · '.join(facts))}[/dim]", "",
-             escape(result.body)]
+    parts = [f"[b]{_markup(result.subject)}[/b]", f"[dim]{_markup(' · '.join(facts))}[/dim]", "",
+             _markup(result.body)]
     comments = meta.get("comments") or []
     if comments:
         parts += ["", f"[b]{len(comments)} comments[/b]"]
         for comment in comments:
             who = " · ".join(str(comment[k]) for k in ("username", "date") if comment.get(k))
-            parts += [f"[dim]{escape(who)}[/dim]", escape(comment.get("text", "")), ""]
+            parts += [f"[dim]{_markup(who)}[/dim]", _markup(comment.get("text", "")), ""]
     return "\n".join(parts)
 
 
@@ -254,8 +261,8 @@ class SearchApp(App[None]):
         self.query_one(DataTable).loading = False
         self._show_mode(self.mode or searcher.default_mode)
         index = searcher.index
-        self.sub_title = (f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
-                          f"{searcher.count:,} questions")
+        self.sub_title = printable(f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
+                                   f"{searcher.count:,} questions")
         if searcher.count == 0:
             self._fail(f"The index {index.directory} is empty.\n\nAdd questions with:\n"
                        f"  askalike index SOURCE --index {index.directory}")
@@ -273,11 +280,11 @@ class SearchApp(App[None]):
         self.query_one(DataTable).loading = False
         self.query_one("#query", Input).disabled = True
         self._status("Nothing to search.")
-        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{escape(message)}"),
+        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{_markup(masked_text(message))}"),
                          callback=lambda _: self.exit())
 
     def _status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(Text(printable(text, keep="")))
 
     # ------------------------------------------------------------------ searching
 
@@ -319,7 +326,7 @@ class SearchApp(App[None]):
                 results = searcher.search(search.query, self.k, search.filters, self.mode)
             results = mark_near_duplicates(searcher, results)
         except UserError as err:  # reported in the status line
-            self.call_from_thread(self._status, f"Search failed: {err}")
+            self.call_from_thread(self._status, f"Search failed: {masked_text(str(err))}")
             return
         self.call_from_thread(self._show, search, results, focus_results)
 
@@ -330,7 +337,7 @@ class SearchApp(App[None]):
         # keep pushing the source column out of view
         table.clear(columns=True).add_columns(*RESULT_COLUMNS)
         for result in results:
-            table.add_row(*result_row(result, bar_width=6))
+            table.add_row(*map(Text, result_row(result, bar_width=6)))
         found = f"{len(results)} results" if results else "no results"
         self._status(f"{search.describe()}: {found}")
         self._detail(results[0] if results else None)
@@ -397,7 +404,7 @@ class SearchApp(App[None]):
 
     def _show_filters(self, filters: SearchFilters) -> None:
         self.filters = filters
-        self.query_one("#filters", Static).update(describe_filters(filters))
+        self.query_one("#filters", Static).update(Text(printable(describe_filters(filters), keep="")))
         self.refresh_bindings()  # "Clear filters" shows only while there are filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -28,9 +28,9 @@ from core.model_dir import (
     weights_fingerprint,
 )
 from core.similarity import require_text
-from indexer.directory import OpenIndex, open_index
+from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.manifest import load_lexical
-from indexer.store import StoredQuestion
+from indexer.store import StoredQuestion, source_named
 from indexer.tuning import SEARCH_PARAMETERS
 from indexer.vector_index import GPU_MAX_K, configure_search, gpu_copy, selector_parameters
 from retrieval.fusion import SearchMode, default_mode, fuse
@@ -68,8 +68,7 @@ class SearchFilters:
                 except ValueError:
                     raise SearchError(f"{bound} {value!r} is not a date; use YYYY-MM-DD or an ISO "
                                       "date and time (2024-03-15 or 2024-03-15T09:30)") from None
-        object.__setattr__(self, "sources", tuple(
-            str(Path(source).resolve()) if Path(source).is_file() else source for source in self.sources))
+        object.__setattr__(self, "sources", tuple(map(source_named, self.sources)))
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
@@ -155,15 +154,16 @@ class Searcher:
         self.index: OpenIndex = open_index(index_dir, database)
         manifest = self.index.manifest
         identity = manifest.encoder
-        spec = model or identity.model
 
         try:
+            spec = model or recorded_model(index_dir, identity)
             if tuning is not None and tuning != SearchTuning():  # else load_faiss applied them
                 configure_search(self.index.faiss, tuning.applied(manifest.index_type, manifest.parameters))
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
-                                 f"search with --model {identity.model} or rebuild the index "
-                                 "with the new model", SearchError)
+                                 "restore the weights the index was built with, or build a new "
+                                 "index with this model (`askalike index SOURCES --model MODEL "
+                                 "--index NEWDIR`)", SearchError)
             self.encoder = encoder or load_encoder(spec)
             tuned = hybrid_dense_weight(spec)
         except BaseException:

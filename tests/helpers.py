@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -29,6 +30,31 @@ runner = CliRunner()
 def invoke(*args: str | Path, **options: object):
     """``askalike ARGS`` in this process (``options``: CliRunner's, e.g. ``input``, ``env``)."""
     return runner.invoke(app, [str(a) for a in args], **options)
+
+
+SECRET = "s3cr3t-pw"  # a password the tests put in database URLs: never to be printed
+
+
+def assert_one_line_error(result, pattern: str) -> None:
+    """Exit 2 and one ``error:`` line matching ``pattern``: no traceback, no password."""
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # a progress bar's end
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert re.search(pattern, lines[0]), result.stderr
+    assert "Traceback" not in result.output and SECRET not in result.output
+
+
+def index(source: Path, index_dir: Path, model: Path, *extra: str | Path) -> dict:
+    """``askalike index SOURCE --model MODEL --index INDEX_DIR --json EXTRA``'s report."""
+    result = invoke("index", source, "--model", model, "--index", index_dir, "--json", *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def listing(directory: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``directory`` with its size and modification time."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*"))}
 
 
 def search_ids(index_dir: Path, query: str, k: int = 5, *extra: str | Path) -> list[str]:
