@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
@@ -134,6 +135,18 @@ def printable(text: object, keep: str = "\n\t") -> str:
     ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
     the screen, set the window title, reorder what follows nor break the output's encoding."""
     return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
+
+
+def json_line(value: object) -> str:
+    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
+    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
+    controls too (``\\u009b``), which decode to the same text."""
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def markup_safe(text: object) -> str:
+    """``printable(text)`` to put inside Rich markup: shown as it is, never read as markup."""
+    return escape(printable(text))
 
 
 def plain(text: object) -> Text:

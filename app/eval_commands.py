@@ -16,6 +16,7 @@ from app.common import (
     app,
     eval_app,
     exported,
+    markup_safe,
     print_figures,
     progress_bars,
     user_errors,
@@ -108,7 +109,8 @@ def eval_cqa(
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
                 evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
             for spec, reranker in rerankers.items():
-                task = progress.add_task(f"{split_name.value} · {spec}", total=len(cqa_split.questions))
+                task = progress.add_task(markup_safe(f"{split_name.value} · {spec}"),
+                                         total=len(cqa_split.questions))
                 scores = reranker.scores(cqa_split.questions,
                                          on_progress=lambda n, task=task: progress.advance(task, n))
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,6 +18,7 @@ from app.common import (
     ModeOption,
     app,
     exported,
+    json_line,
     plain,
     print_figures,
     progress_bars,
@@ -117,7 +117,7 @@ def search(
     for text, results in zip(queries, batches, strict=True):
         if as_json:
             for result in results:
-                typer.echo(json.dumps({"query": text, **result.as_json()}, ensure_ascii=False))
+                typer.echo(json_line({"query": text, **result.as_json()}))
         elif results:
             console.print(_results_table(text, results))
         else:

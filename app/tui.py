@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -23,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from app.common import RESULT_COLUMNS, printable, result_row
+from app.common import RESULT_COLUMNS, markup_safe, printable, result_row
 from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.duplicates import mark_near_duplicates
@@ -134,11 +133,6 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
         self.dismiss(SearchFilters())
 
 
-def _markup(text: object) -> str:
-    """Stored or typed text inside markup: shown as it is, control characters escaped."""
-    return escape(printable(text))
-
-
 def detail_markup(result: SearchResult) -> str:
     """The full question: subject, metadata, body, and the comments when the source has them."""
     meta = result.metadata
@@ -146,14 +140,14 @@ def detail_markup(result: SearchResult) -> str:
              *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
              *(f"{name} {meta[name]}" for name in ("category", "date") if meta.get(name)),
              f"source {Path(result.source).name}", f"id {result.external_id}"]
-    parts = [f"[b]{_markup(result.subject)}[/b]", f"[dim]{_markup(' · '.join(facts))}[/dim]", "",
-             _markup(result.body)]
+    parts = [f"[b]{markup_safe(result.subject)}[/b]", f"[dim]{markup_safe(' · '.join(facts))}[/dim]", "",
+             markup_safe(result.body)]
     comments = meta.get("comments") or []
     if comments:
         parts += ["", f"[b]{len(comments)} comments[/b]"]
         for comment in comments:
             who = " · ".join(str(comment[k]) for k in ("username", "date") if comment.get(k))
-            parts += [f"[dim]{_markup(who)}[/dim]", _markup(comment.get("text", "")), ""]
+            parts += [f"[dim]{markup_safe(who)}[/dim]", markup_safe(comment.get("text", "")), ""]
     return "\n".join(parts)
 
 
@@ -280,7 +274,7 @@ class SearchApp(App[None]):
         self.query_one(DataTable).loading = False
         self.query_one("#query", Input).disabled = True
         self._status("Nothing to search.")
-        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{_markup(masked_text(message))}"),
+        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{markup_safe(masked_text(message))}"),
                          callback=lambda _: self.exit())
 
     def _status(self, text: str) -> None:

@@ -11,8 +11,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,9 @@ from helpers import (
     listing,
     make_tiny_model,
     own_database,
+    read_only,
+    readable_index,
+    run_cli,
     search_ids,
     write_jsonl,
 )
@@ -36,7 +37,6 @@ from indexer.layout import LOCK_FILE, index_lock
 from indexer.manifest import read_manifest
 from indexer.store import Store
 
-NOBODY = 65534
 EVIL = "\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"  # set the title, clear the screen, CSI, bidi
 
 
@@ -46,13 +46,6 @@ def built(tmp_path, tiny_model) -> tuple[Path, Path]:
     source = write_jsonl(tmp_path / "q.jsonl", collection(30))
     index(source, tmp_path / "index", tiny_model)
     return tmp_path / "index", source
-
-
-def run_cli(*args: str | Path | bytes, as_nobody: bool = False, **options) -> subprocess.CompletedProcess:
-    """``python -m app ARGS`` in a process of its own (as uid 65534 when ``as_nobody`` and root)."""
-    command = [sys.executable, "-m", "app", *(a if isinstance(a, bytes) else str(a) for a in args)]
-    return subprocess.run(command, cwd=ROOT, timeout=120, user=NOBODY if as_nobody else None,
-                          **{"capture_output": "stdout" not in options, **options})
 
 
 def assert_one_error_line(stderr: bytes, text: str) -> None:
@@ -195,30 +188,21 @@ def test_undecodable_bytes_from_the_shell_and_a_pipe(built):
 # ------------------------------------------------------------------ directories that cannot be written
 
 @pytest.mark.reliability("a read-only index directory (`chmod -R a-w`, run as uid 65534) for "
-                         "`index`, `delete` and `check --repair`",
-                         "exit 2: the index directory cannot be written; nothing changes")
+                         "`index`, `delete` and `check --repair`, and a new index in a read-only "
+                         "directory", "exit 2: the index directory cannot be written; nothing changes")
 def test_writing_to_a_read_only_index_directory(tiny_model):
-    readable = Path(tempfile.mkdtemp(prefix="askalike-ro-"))
-    try:
-        model = shutil.copytree(tiny_model, readable / "model")
-        source = write_jsonl(readable / "q.jsonl", collection(20))
-        index_dir = readable / "index"
-        index(source, index_dir, model)
-        subprocess.run(["chmod", "-R", "a+rX,a-w", str(readable)], check=True)
+    with readable_index(tiny_model, 20) as (index_dir, source, model):
+        read_only(index_dir.parent)
         before = listing(index_dir)
-        as_nobody = os.geteuid() == 0
-        for command in (["index", source, "--model", model], ["delete", "q1"], ["check", "--repair"],
-                        ["index", source, "--model", model, "--index", readable / "new" / "index"]):
-            index_option = [] if "--index" in command else ["--index", index_dir]
-            result = run_cli(*command, *index_option, as_nobody=as_nobody,
-                             env={**os.environ, "HOME": str(readable)})
+        new = index_dir.parent / "new" / "index"
+        for command in (["index", source, "--model", model, "--index", index_dir],
+                        ["delete", "q1", "--index", index_dir], ["check", "--repair", "--index", index_dir],
+                        ["index", source, "--model", model, "--index", new]):
+            result = run_cli(*command, as_nobody=True, env={**os.environ, "HOME": str(index_dir.parent)})
             assert result.returncode == 2
             assert_one_error_line(result.stderr, "cannot write to the index directory (Permission denied)")
         assert listing(index_dir) == before
-        assert not (readable / "new").exists()
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(readable)], check=True)
-        shutil.rmtree(readable)
+        assert not new.parent.exists()
 
 
 @pytest.mark.reliability("`--index` under /proc (a directory that cannot be made)",

@@ -11,16 +11,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import (
-    ROOT,
     SECRET,
     assert_one_line_error,
     collection,
@@ -28,6 +24,9 @@ from helpers import (
     invoke,
     listing,
     own_database,
+    read_only,
+    readable_index,
+    run_cli,
     search_ids,
     stored_state,
     write_jsonl,
@@ -422,34 +421,19 @@ def test_leftover_temporaries_are_removed(built, tmp_path, tiny_model):
     assert not list(index_dir.glob(".*.tmp"))
 
 
-NOBODY = 65534
-
-
 @pytest.mark.reliability("a search by a user with read-only access to the index directory "
                          "(`chmod -R a-w`, searched as uid 65534)",
                          "it answers; no file in the directory is created or changed")
 def test_a_read_only_index_can_be_searched(tiny_model):
-    readable = Path(tempfile.mkdtemp(prefix="askalike-ro-"))
-    try:
-        model = shutil.copytree(tiny_model, readable / "model")
-        source = write_jsonl(readable / "q.jsonl", collection(50))
-        index_dir = readable / "index"
-        index(source, index_dir, model)
+    with readable_index(tiny_model, 50) as (index_dir, _, _):
         expected = search_ids(index_dir, "cheap car", 3)
-        subprocess.run(["chmod", "-R", "a+rX,a-w", str(readable)], check=True)
+        read_only(index_dir.parent)
         before = listing(index_dir)
-        command = [sys.executable, "-m", "app", "search", "cheap car", "--index", str(index_dir),
-                   "-k", "3", "--json"]
-        as_nobody = os.geteuid() == 0
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                                user=NOBODY if as_nobody else None,
-                                env={**os.environ, "HOME": str(readable)})
+        result = run_cli("search", "cheap car", "--index", index_dir, "-k", "3", "--json", text=True,
+                         as_nobody=True, env={**os.environ, "HOME": str(index_dir.parent)})
         assert result.returncode == 0, result.stderr
         assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == expected
         assert listing(index_dir) == before
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(readable)], check=True)
-        shutil.rmtree(readable)
 
 
 @pytest.mark.reliability("search, check and index-info opened on an index (as its owner)",
