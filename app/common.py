@@ -36,6 +36,65 @@ if TYPE_CHECKING:
 
 
 
+_UNDECODABLE = re.compile("[\ud800-\udfff]")
+# C0 and C1 controls, DEL, bidirectional overrides and isolates, and lone surrogates
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as Python keeps it (surrogateescape)
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, keep: str = "\n\t") -> str:
+    """``text`` safe to write to a terminal: control characters other than those in ``keep``,
+    bidirectional overrides and undecodable bytes become visible escapes (``\\x1b``,
+    ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
+    the screen, set the window title, reorder what follows nor break the output's encoding."""
+    return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
+
+
+def json_line(value: object) -> str:
+    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
+    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
+    controls too (``\\u009b``), which decode to the same text."""
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def markup_safe(text: object) -> str:
+    """``printable(text)`` to put inside Rich markup: shown as it is, never read as markup."""
+    return escape(printable(text))
+
+
+def plain(text: object) -> Text:
+    """``printable(text)`` as a Rich ``Text``: shown as it is, never read as markup."""
+    return Text(printable(text))
+
+
+def message_line(label: str, message: str, style: str = "red") -> Text:
+    """``LABEL: MESSAGE`` in one line (for stderr), credentials hidden and control characters
+    escaped."""
+    return Text.assemble((f"{label}:", style), " ", printable(masked_text(message), keep=""))
+
+
+class NotUtf8Error(UserError):
+    """A command-line text that is not UTF-8."""
+
+
+def require_utf8(param: click.Parameter, value: object) -> None:
+    """Refuse a text option or argument holding undecodable bytes (paths may: a file name is
+    bytes, and is printed escaped)."""
+    if getattr(param.type, "name", "") != "str":
+        return
+    for text in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(text, str) and _UNDECODABLE.search(text):
+            name = param.opts[0] if isinstance(param, TyperOption) else param.human_readable_name.upper()
+            raise NotUtf8Error(f"{name} '{printable(text)}' is not valid UTF-8: give it in UTF-8 "
+                               "(check the terminal's or the script's encoding)")
+
+
 class _FlagsReadAsFlags:
     """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``."""
 
@@ -56,22 +115,6 @@ class FlagsCommand(_FlagsReadAsFlags, TyperCommand):
             for param in self.get_params(ctx):
                 require_utf8(param, ctx.params.get(param.name or ""))
         return super().invoke(ctx)
-
-
-class NotUtf8Error(UserError):
-    """A command-line text that is not UTF-8."""
-
-
-def require_utf8(param: click.Parameter, value: object) -> None:
-    """Refuse a text option or argument holding undecodable bytes (paths may: a file name is
-    bytes, and is printed escaped)."""
-    if getattr(param.type, "name", "") != "str":
-        return
-    for text in value if isinstance(value, list | tuple) else [value]:
-        if isinstance(text, str) and _UNDECODABLE.search(text):
-            name = param.opts[0] if isinstance(param, TyperOption) else param.human_readable_name.upper()
-            raise NotUtf8Error(f"{name} '{printable(text)}' is not valid UTF-8: give it in UTF-8 "
-                               "(check the terminal's or the script's encoding)")
 
 
 class FlagsGroup(_FlagsReadAsFlags, TyperGroup):
@@ -115,49 +158,6 @@ DatabaseOption = Annotated[
                  help="Database URL (e.g. postgresql+psycopg://user@host/db).",
                  show_default="SQLite in the index directory, or the one the index was built with"),
 ]
-
-
-_UNDECODABLE = re.compile("[\ud800-\udfff]")
-# C0 and C1 controls, DEL, bidirectional overrides and isolates, and lone surrogates
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _visible(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as Python keeps it (surrogateescape)
-        code -= 0xDC00
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: object, keep: str = "\n\t") -> str:
-    """``text`` safe to write to a terminal: control characters other than those in ``keep``,
-    bidirectional overrides and undecodable bytes become visible escapes (``\\x1b``,
-    ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
-    the screen, set the window title, reorder what follows nor break the output's encoding."""
-    return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
-
-
-def json_line(value: object) -> str:
-    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
-    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
-    controls too (``\\u009b``), which decode to the same text."""
-    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
-
-
-def markup_safe(text: object) -> str:
-    """``printable(text)`` to put inside Rich markup: shown as it is, never read as markup."""
-    return escape(printable(text))
-
-
-def plain(text: object) -> Text:
-    """``printable(text)`` as a Rich ``Text``: shown as it is, never read as markup."""
-    return Text(printable(text))
-
-
-def message_line(label: str, message: str, style: str = "red") -> Text:
-    """``LABEL: MESSAGE`` in one line (for stderr), credentials hidden and control characters
-    escaped."""
-    return Text.assemble((f"{label}:", style), " ", printable(masked_text(message), keep=""))
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from app.common import (
     eval_app,
     exported,
     markup_safe,
+    plain,
     print_figures,
     progress_bars,
     user_errors,
@@ -133,7 +134,7 @@ def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
         table.add_column(column, justify="left" if column in ("split", "system") else "right")
     for evaluation in evaluations:
         scores = evaluation.report.system
-        table.add_row(evaluation.split, evaluation.system, f"{scores.map:.4f}",
+        table.add_row(evaluation.split, plain(evaluation.system), f"{scores.map:.4f}",
                       f"{scores.avgrec:.4f}", f"{scores.mrr:.2f}", str(evaluation.report.n_queries))
     return table
 

@@ -84,8 +84,8 @@ def index(
     for problem in report.skipped:
         stderr.print(message_line("skipped", problem, "yellow"), highlight=False, soft_wrap=True)
     if report.model_moved_from:
-        stderr.print(plain(f"model moved: {report.model_moved_from} → {report.model} (the same "
-                           "weights; the index now uses the new place)"), highlight=False, soft_wrap=True)
+        stderr.print(plain(f"the index's model is now {report.model} (the same weights; recorded "
+                           f"before at {report.model_moved_from})"), highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:

@@ -124,7 +124,7 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
             filters = SearchFilters(self._items("sources"), self._items("categories"),
                                     self._value("from") or None, self._value("to") or None)
         except UserError as err:  # an invalid date: said here, and the dialog stays open
-            self.notify(str(err), severity="error")
+            self.notify(printable(str(err), keep=""), severity="error", markup=False)
             return
         self.dismiss(filters)
 

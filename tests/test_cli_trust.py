@@ -374,7 +374,8 @@ def test_a_moved_model_is_found_again_by_its_weights(tmp_path, tiny_model):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["model_moved_from"] == str(model) and report["model"] == str(moved.resolve())
-    assert f"model moved: {model} → {moved.resolve()}" in result.stderr
+    assert f"the index's model is now {moved.resolve()} (the same weights; recorded before at {model})" \
+        in result.stderr
     assert search_ids(index_dir, "cheap car", 3) == expected
     assert read_manifest(index_dir).encoder.model == str(moved.resolve())
     with Store(own_database(index_dir), read_only=True) as store:
