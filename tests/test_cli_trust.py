@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,10 @@ from helpers import (
     search_ids,
     write_jsonl,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from app.common import json_line, printable
 from core.cqa_questions import read_cqa_xml
 from indexer.directory import check_index
 from indexer.layout import LOCK_FILE, index_lock
@@ -92,6 +96,25 @@ def test_control_sequences_are_escaped_in_the_table(evil, tiny_model):
     info = invoke("index-info", "--index", evil)  # source names are the table's row names
     assert info.exit_code == 0 and "\\x1b" in info.stdout
     _hostile_text_free(info.stdout)
+
+
+ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(text=ANY_TEXT)
+def test_printable_and_json_lines_leave_nothing_a_terminal_acts_on(text):
+    """Any text, lone surrogates included: ``printable`` keeps only newlines and tabs of the
+    control characters, ``json_line`` none, and the JSON still reads back as the same text."""
+    shown = printable(text)
+    assert all(char in "\n\t" or not _acted_on(char) for char in shown)
+    line = json_line({"text": text})
+    assert not any(_acted_on(char) for char in line) and json.loads(line) == {"text": text}
+
+
+def _acted_on(char: str) -> bool:
+    return (unicodedata.category(char) in ("Cc", "Cs")
+            or "\u202a" <= char <= "\u202e" or "\u2066" <= char <= "\u2069")
 
 
 @pytest.mark.reliability("terminal control sequences in a stored subject and source, in the TUI "
