@@ -9,6 +9,7 @@ library (``core.errors``, ``core.data_dir``, ``core.model_dir``, ``indexer.choic
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,8 +19,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
 from core.errors import UserError
@@ -34,6 +37,65 @@ if TYPE_CHECKING:
 
 
 
+_UNDECODABLE = re.compile("[\ud800-\udfff]")
+# C0 and C1 controls, DEL, bidirectional overrides and isolates, and lone surrogates
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as Python keeps it (surrogateescape)
+        code -= 0xDC00
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, keep: str = "\n\t") -> str:
+    """``text`` safe to write to a terminal: control characters other than those in ``keep``,
+    bidirectional overrides and undecodable bytes become visible escapes (``\\x1b``,
+    ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
+    the screen, set the window title, reorder what follows nor break the output's encoding."""
+    return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
+
+
+def json_line(value: object) -> str:
+    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
+    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
+    controls too (``\\u009b``), which decode to the same text."""
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def markup_safe(text: object) -> str:
+    """``printable(text)`` to put inside Rich markup: shown as it is, never read as markup."""
+    return escape(printable(text))
+
+
+def plain(text: object) -> Text:
+    """``printable(text)`` as a Rich ``Text``: shown as it is, never read as markup."""
+    return Text(printable(text))
+
+
+def message_line(label: str, message: str, style: str = "red") -> Text:
+    """``LABEL: MESSAGE`` in one line (for stderr), credentials hidden and control characters
+    escaped."""
+    return Text.assemble((f"{label}:", style), " ", printable(masked_text(message), keep=""))
+
+
+class NotUtf8Error(UserError):
+    """A command-line text that is not UTF-8."""
+
+
+def require_utf8(param: click.Parameter, value: object) -> None:
+    """Refuse a text option or argument holding undecodable bytes (paths may: a file name is
+    bytes, and is printed escaped)."""
+    if getattr(param.type, "name", "") != "str":
+        return
+    for text in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(text, str) and _UNDECODABLE.search(text):
+            name = param.opts[0] if isinstance(param, TyperOption) else param.human_readable_name.upper()
+            raise NotUtf8Error(f"{name} '{printable(text)}' is not valid UTF-8: give it in UTF-8 "
+                               "(check the terminal's or the script's encoding)")
+
+
 class _FlagsReadAsFlags:
     """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``."""
 
@@ -46,7 +108,14 @@ class _FlagsReadAsFlags:
 
 
 class FlagsCommand(_FlagsReadAsFlags, TyperCommand):
-    pass
+    """A command whose text options and arguments are refused, in one line, when they are not
+    UTF-8 (bytes the shell passed through, which Python keeps as lone surrogates)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with user_errors():
+            for param in self.get_params(ctx):
+                require_utf8(param, ctx.params.get(param.name or ""))
+        return super().invoke(ctx)
 
 
 class FlagsGroup(_FlagsReadAsFlags, TyperGroup):
@@ -102,7 +171,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        stderr.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        stderr.print(message_line("error", str(err)), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -116,7 +185,7 @@ def exported(spec: str) -> str:
     if export_missing(spec) is not None:
         from train.trained_model import export_once
 
-        stderr.print(f"exporting {spec} to ONNX (once; queries then run without torch)…")
+        stderr.print(plain(f"exporting {spec} to ONNX (once; queries then run without torch)…"))
         export_once(spec)
     return spec
 
@@ -125,11 +194,11 @@ def print_figures(title: str, figures: dict, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(figures))
         return
-    table = Table(title=title)
+    table = Table(title=plain(title))
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in flatten(figures):
-        table.add_row(name, f"{value:.4f}" if isinstance(value, float) else str(value))
+        table.add_row(plain(name), plain(f"{value:.4f}" if isinstance(value, float) else value))
     Console().print(table)
 
 
@@ -164,8 +233,8 @@ RESULT_COLUMNS = ("#", "match", "", "subject", "source")
 def result_row(result: SearchResult, bar_width: int = 10) -> tuple[str, ...]:
     """A search hit as the cells of ``RESULT_COLUMNS``, for the CLI table and the TUI: the match
     as a percentage and a bar, and "≈ #N" before the subject of a near-duplicate of hit N."""
-    subject = result.subject or result.excerpt
+    subject = printable(result.subject or result.excerpt)
     if result.duplicate_of is not None:
         subject = f"≈ #{result.duplicate_of}  {subject}"
     return (str(result.rank), f"{result.match:>4.0%}", similarity_bar(result.match, bar_width), subject,
-            Path(result.source).name)
+            printable(Path(result.source).name))

@@ -16,6 +16,8 @@ from app.common import (
     app,
     eval_app,
     exported,
+    markup_safe,
+    plain,
     print_figures,
     progress_bars,
     user_errors,
@@ -108,7 +110,8 @@ def eval_cqa(
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
                 evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
             for spec, reranker in rerankers.items():
-                task = progress.add_task(f"{split_name.value} · {spec}", total=len(cqa_split.questions))
+                task = progress.add_task(markup_safe(f"{split_name.value} · {spec}"),
+                                         total=len(cqa_split.questions))
                 scores = reranker.scores(cqa_split.questions,
                                          on_progress=lambda n, task=task: progress.advance(task, n))
                 evaluations.append(evaluate_scores(cqa_split, spec, scores))
@@ -131,7 +134,7 @@ def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
         table.add_column(column, justify="left" if column in ("split", "system") else "right")
     for evaluation in evaluations:
         scores = evaluation.report.system
-        table.add_row(evaluation.split, evaluation.system, f"{scores.map:.4f}",
+        table.add_row(evaluation.split, plain(evaluation.system), f"{scores.map:.4f}",
                       f"{scores.avgrec:.4f}", f"{scores.mrr:.2f}", str(evaluation.report.n_queries))
     return table
 
@@ -147,7 +150,7 @@ def score(
     from retrieval.scorer import format_report, score_run
 
     with user_errors():
-        report = score_run(read_cqa_run(gold), read_cqa_run(predictions))
+        report = score_run(read_cqa_run(gold, "gold"), read_cqa_run(predictions))
     typer.echo(json.dumps(report.summary()) if as_json else format_report(report))
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from app.common import (
     DatabaseOption,
@@ -18,7 +17,10 @@ from app.common import (
     JsonOption,
     app,
     exported,
+    message_line,
+    plain,
     print_figures,
+    printable,
     stderr,
     user_errors,
 )
@@ -34,9 +36,11 @@ IndexType = typer.Option(
 
 @app.command("index")
 def index(
-    sources: Annotated[list[Path], typer.Argument(
+    sources: Annotated[list[Path] | None, typer.Argument(
         help="Question files: .jsonl, .csv, .tsv (columns id, subject or title or question or text, body, "
-             "any metadata), .txt (one question a line) or SemEval CQA .xml.")],
+             "any metadata), .txt (one question a line) or SemEval CQA .xml. None: an existing index "
+             "is only brought up to date, e.g. with --model NEWPATH when its model directory moved.",
+        show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="A model directory or pretrained:NAME.",
         show_default="the index's own; for a new index the shipped models/accurate")] = None,
@@ -83,20 +87,23 @@ def index(
                            engine=engine, ray_address=ray_address, date_order=date_format,
                            confirm_prune=_prune_confirmation(yes))
     with user_errors():
-        report = (plan_sources(index_dir, sources, database, options) if dry_run
-                  else index_sources(index_dir, sources, model and exported(model), database, options))
+        report = (plan_sources(index_dir, sources or [], database, options) if dry_run
+                  else index_sources(index_dir, sources or [], model and exported(model), database, options))
     for problem in report.skipped:
-        stderr.print(f"[yellow]skipped:[/yellow] {escape(problem)}", highlight=False, soft_wrap=True)
+        stderr.print(message_line("skipped", problem, "yellow"), highlight=False, soft_wrap=True)
     for warning in report.warnings:
-        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
+        stderr.print(message_line("warning", warning, "yellow"), highlight=False, soft_wrap=True)
+    if report.model_moved_from:
+        stderr.print(plain(f"the index's model is now {report.model} (the same weights; recorded "
+                           f"before at {report.model_moved_from})"), highlight=False, soft_wrap=True)
     figures = {**asdict(report), "skipped": len(report.skipped),
                "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
         typer.echo(json.dumps(figures))
         return
     for question in report.would_remove:
-        typer.echo(f"would remove {question}")
-    del figures["would_remove"], figures["warnings"]
+        typer.echo(printable(f"would remove {question}", keep=""))
+    del figures["would_remove"], figures["warnings"], figures["model_moved_from"]
     title = f"Dry run: nothing written to {index_dir}" if dry_run else f"Indexed into {index_dir}"
     print_figures(title, figures, as_json=False)
 
@@ -162,12 +169,13 @@ def check(
         typer.echo(json.dumps(figures))
     else:
         for problem in report.problems:
-            stderr.print(f"[red]problem:[/red] {escape(problem)}", highlight=False, soft_wrap=True)
+            stderr.print(message_line("problem", problem), highlight=False, soft_wrap=True)
         for vector in report.damaged:
-            stderr.print(f"[red]damaged vector:[/red] {escape(vector)}", highlight=False, soft_wrap=True)
+            stderr.print(message_line("damaged vector", vector), highlight=False, soft_wrap=True)
         if reembedded:
             typer.echo(f"embedded {reembedded} damaged vectors again")
-        typer.echo(f"{report.index}: {report.questions} questions, {report.vectors} vectors: "
-                   + ("consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"))
+        verdict = "consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"
+        typer.echo(printable(f"{report.index}: {report.questions} questions, {report.vectors} "
+                             f"vectors: {verdict}"))
     if not report.ok:
         raise typer.Exit(1)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.text import Text
 
 from app.common import (
     RESULT_COLUMNS,
@@ -19,6 +19,8 @@ from app.common import (
     ModeOption,
     app,
     exported,
+    json_line,
+    plain,
     print_figures,
     progress_bars,
     result_row,
@@ -51,17 +53,21 @@ def _tuning(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> 
 
 
 def _queries(query: str | None) -> list[str]:
+    """QUERY, or the queries piped in, one a line (UTF-8: a line that is not is refused)."""
     if query is not None and query != "-":
         return [query]
     if sys.stdin.isatty():
         raise typer.BadParameter("give a QUERY, or pipe queries in, one a line")
-    return [line.strip() for line in sys.stdin if line.strip()]
+    from core.datasets import decoded_lines
+
+    with user_errors():
+        return [line.strip() for _, line in decoded_lines("stdin", sys.stdin.buffer) if line.strip()]
 
 
 def _results_table(query: str, results: list[SearchResult]) -> Table:
     from rich.table import Table
 
-    table = Table(title=f"“{query}”", title_justify="left", expand=False)
+    table = Table(title=plain(f"“{query}”"), title_justify="left", expand=False)
     for name in RESULT_COLUMNS:
         if name == "subject":
             table.add_column(name, ratio=3)
@@ -70,7 +76,7 @@ def _results_table(query: str, results: list[SearchResult]) -> Table:
         else:
             table.add_column(name, justify="right", no_wrap=True)
     for result in results:
-        table.add_row(*result_row(result))
+        table.add_row(*map(Text, result_row(result)))
     return table
 
 
@@ -113,11 +119,11 @@ def search(
     for text, results in zip(queries, batches, strict=True):
         if as_json:
             for result in results:
-                typer.echo(json.dumps({"query": text, **result.as_json()}, ensure_ascii=False))
+                typer.echo(json_line({"query": text, **result.as_json()}))
         elif results:
             console.print(_results_table(text, results))
         else:
-            console.print(f"“{text}”: no questions match the filters")
+            console.print(plain(f"“{text}”: no questions match the filters"))
 
 
 @app.command("rerank")
@@ -157,7 +163,7 @@ def rerank(
         write_cqa_run(out, predictions)
         if trec is not None:
             write_trec_run(trec, questions, scores, run_name=Path(model).name)
-        ranking = ranking_summary(score_run(read_cqa_run(gold), predictions)) if gold is not None else {}
+        ranking = {} if gold is None else ranking_summary(score_run(read_cqa_run(gold, "gold"), predictions))
     summary = {"questions": len(questions), "predictions": len(predictions), "out": str(out), **ranking}
     print_figures("Reranked", summary, as_json)
 
@@ -173,12 +179,14 @@ def similar(
     import numpy as np
 
     from core.loader import load_encoder
-    from core.similarity import angular_similarity, pair_cosine, require_text
+    from core.similarity import angular_similarity, pair_cosine, require_known_words, require_text
 
     with user_errors():
         require_text([first, second])
+        encoder = load_encoder(exported(model))
+        require_known_words(encoder, [first, second], model)
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
-        vectors = load_encoder(exported(model)).encode(unique)
+        vectors = encoder.encode(unique)
     cosine = pair_cosine(vectors[[0, -1]])
     similarity = float(angular_similarity(np.array([cosine]))[0])
     print_figures("Similarity", {"cosine": round(cosine, 6), "similarity": round(similarity, 4)},

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.common import DataDirOption, app, user_errors
+from app.common import DataDirOption, app, printable, user_errors
 
 
 @app.command("train")
@@ -44,7 +44,7 @@ def train(
                 Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
         except (FileExistsError, ValueError) as err:
             raise ConfigError(str(err)) from None
-    typer.echo(f"saved {directory / 'model'}")
+    typer.echo(printable(f"saved {directory / 'model'}"))
 
 
 @app.command("export")
@@ -60,4 +60,4 @@ def export(
 
     with user_errors():
         directory, described = export_model(model, quantize)
-    typer.echo(f"wrote {directory / described['file']} ({described['quantization']})")
+    typer.echo(printable(f"wrote {directory / described['file']} ({described['quantization']})"))

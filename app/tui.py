@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from rich.markup import escape
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -22,7 +22,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
 
-from app.common import RESULT_COLUMNS, result_row
+from app.common import RESULT_COLUMNS, markup_safe, printable, result_row
+from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
@@ -123,7 +124,7 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
             filters = SearchFilters(self._items("sources"), self._items("categories"),
                                     self._value("from") or None, self._value("to") or None)
         except UserError as err:  # an invalid date: said here, and the dialog stays open
-            self.notify(str(err), severity="error")
+            self.notify(printable(str(err), keep=""), severity="error", markup=False)
             return
         self.dismiss(filters)
 
@@ -139,14 +140,14 @@ def detail_markup(result: SearchResult) -> str:
              *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
              *(f"{name} {meta[name]}" for name in ("category", "date") if meta.get(name)),
              f"source {Path(result.source).name}", f"id {result.external_id}"]
-    parts = [f"[b]{escape(result.subject)}[/b]", f"[dim]{escape(' · '.join(facts))}[/dim]", "",
-             escape(result.body)]
+    parts = [f"[b]{markup_safe(result.subject)}[/b]", f"[dim]{markup_safe(' · '.join(facts))}[/dim]", "",
+             markup_safe(result.body)]
     comments = meta.get("comments") or []
     if comments:
         parts += ["", f"[b]{len(comments)} comments[/b]"]
         for comment in comments:
             who = " · ".join(str(comment[k]) for k in ("username", "date") if comment.get(k))
-            parts += [f"[dim]{escape(who)}[/dim]", escape(comment.get("text", "")), ""]
+            parts += [f"[dim]{markup_safe(who)}[/dim]", markup_safe(comment.get("text", "")), ""]
     return "\n".join(parts)
 
 
@@ -254,8 +255,8 @@ class SearchApp(App[None]):
         self.query_one(DataTable).loading = False
         self._show_mode(self.mode or searcher.default_mode)
         index = searcher.index
-        self.sub_title = (f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
-                          f"{searcher.count:,} questions")
+        self.sub_title = printable(f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
+                                   f"{searcher.count:,} questions")
         if searcher.count == 0:
             self._fail(f"The index {index.directory} is empty.\n\nAdd questions with:\n"
                        f"  askalike index SOURCE --index {index.directory}")
@@ -273,11 +274,11 @@ class SearchApp(App[None]):
         self.query_one(DataTable).loading = False
         self.query_one("#query", Input).disabled = True
         self._status("Nothing to search.")
-        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{escape(message)}"),
+        self.push_screen(MessageScreen(f"[b]Cannot search[/b]\n\n{markup_safe(masked_text(message))}"),
                          callback=lambda _: self.exit())
 
     def _status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(Text(printable(text, keep="")))
 
     # ------------------------------------------------------------------ searching
 
@@ -319,7 +320,7 @@ class SearchApp(App[None]):
                 results = searcher.search(search.query, self.k, search.filters, self.mode)
             results = mark_near_duplicates(searcher, results)
         except UserError as err:  # reported in the status line
-            self.call_from_thread(self._status, f"Search failed: {err}")
+            self.call_from_thread(self._status, f"Search failed: {masked_text(str(err))}")
             return
         self.call_from_thread(self._show, search, results, focus_results)
 
@@ -330,7 +331,7 @@ class SearchApp(App[None]):
         # keep pushing the source column out of view
         table.clear(columns=True).add_columns(*RESULT_COLUMNS)
         for result in results:
-            table.add_row(*result_row(result, bar_width=6))
+            table.add_row(*map(Text, result_row(result, bar_width=6)))
         found = f"{len(results)} results" if results else "no results"
         self._status(f"{search.describe()}: {found}")
         self._detail(results[0] if results else None)
@@ -397,7 +398,7 @@ class SearchApp(App[None]):
 
     def _show_filters(self, filters: SearchFilters) -> None:
         self.filters = filters
-        self.query_one("#filters", Static).update(describe_filters(filters))
+        self.query_one("#filters", Static).update(Text(printable(describe_filters(filters), keep="")))
         self.refresh_bindings()  # "Clear filters" shows only while there are filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -150,18 +150,20 @@ def read_cqa_xml(path: Path) -> Iterator[OriginalQuestion]:
 
 
 def _cqa_xml_rows(path: Path) -> Iterator[tuple[OriginalQuestion, RelatedQuestion]]:
+    """(original, related) for every Thread of every OrgQuestion: the official files give each
+    OrgQuestion one Thread, other files put all of an original question's threads in one."""
     for element in _iter_xml_elements(path, {"OrgQuestion"}):
         orgq_id = element.get("ORGQ_ID")
-        thread = element.find("Thread")
-        if not orgq_id or thread is None:
+        threads = element.findall("Thread")
+        if not orgq_id or not threads:
             raise DataError(path, f"OrgQuestion {orgq_id!r} lacks ORGQ_ID or Thread")
-        try:
-            relq = _parse_thread(thread)
-        except ValueError as err:
-            raise DataError(path, f"OrgQuestion {orgq_id}: {err}") from None
         original = OriginalQuestion(orgq_id, _child_text(element, "OrgQSubject"),
                                     _child_text(element, "OrgQBody"))
-        yield original, relq
+        for thread in threads:
+            try:
+                yield original, _parse_thread(thread)
+            except ValueError as err:
+                raise DataError(path, f"OrgQuestion {orgq_id}: {err}") from None
 
 
 def read_cqa_threads(path: Path) -> Iterator[RelatedQuestion]:

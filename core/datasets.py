@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,20 +42,25 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     CRLF endings (SICK) are stripped like LF, and a UTF-8 byte order mark is dropped.
     """
     with _open_binary(path) as handle:
-        number = 0
-        try:
-            for number, raw in enumerate(handle, start=1):
-                if number == 1 and raw.startswith(UTF16_MARKS):
-                    raise DataError(path, "UTF-16 text; askalike reads UTF-8: convert the file first "
-                                    "(e.g. iconv -f UTF-16 -t UTF-8)", number)
-                try:
-                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as err:
-                    raise DataError(path, f"not valid UTF-8 at byte {err.start} of the line",
-                                    number) from None
-                yield number, text.rstrip("\r\n")
-        except (OSError, EOFError, zlib.error) as err:  # zlib: a damaged .gz
-            raise DataError(path, f"cannot read ({err})", number + 1) from None
+        yield from decoded_lines(path, handle)
+
+
+def decoded_lines(name: Path | str, handle: IO[bytes]) -> Iterator[tuple[int, str]]:
+    """``numbered_lines`` of an open binary stream (a file, or piped stdin); errors name ``name``."""
+    number = 0
+    try:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(UTF16_MARKS):
+                raise DataError(name, "UTF-16 text; askalike reads UTF-8: convert the file first "
+                                "(e.g. iconv -f UTF-16 -t UTF-8)", number)
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(name, f"not valid UTF-8 at byte {err.start} of the line",
+                                number) from None
+            yield number, text.rstrip("\r\n")
+    except (OSError, EOFError, zlib.error) as err:  # zlib: a damaged .gz
+        raise DataError(name, f"cannot read ({err})", number + 1) from None
 
 
 def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -72,11 +78,15 @@ def _fields(path: Path, number: int, row: list[str], minimum: int, what: str) ->
 
 
 def parse_number(path: Path, number: int, text: str, name: str) -> float:
-    """The float in field ``name`` of line ``number``; a ``DataError`` when it is not one."""
+    """The float in field ``name`` of line ``number``; a ``DataError`` when it is not one, or
+    not finite (a NaN would order and average as no score does)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise DataError(path, f"{name} is not a number: {text!r}", number) from None
+    if not math.isfinite(value):
+        raise DataError(path, f"{name} is {text!r}: give a finite number", number)
+    return value
 
 
 def _expect_header(path: Path, rows: Iterator[tuple[int, list[str]]], expected: list[str]) -> None:

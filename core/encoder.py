@@ -33,6 +33,12 @@ class BatchedEncoder:
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def knows_words(self, text: str) -> bool:
+        """Does the model know any token of ``text`` (a word of its vocabulary, a word piece
+        other than the unknown one)? A text of unknown tokens alone gets a vector that says
+        nothing about it."""
+        raise NotImplementedError
+
     def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([len(text) for text in texts], kind="stable")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.encoder import Encoder
+from core.encoder import BatchedEncoder
 from core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, pretrained_name, read_model_config
 from core.numpy_encoders import NUMPY_ENCODERS
 from core.onnx_encoder import OnnxEncoder
@@ -30,7 +30,7 @@ def export_missing(spec: str | Path) -> Path | None:
     return None if (directory / ONNX_FILE).is_file() else directory
 
 
-def load_encoder(spec: str | Path, threads: int | None = None) -> Encoder:
+def load_encoder(spec: str | Path, threads: int | None = None) -> BatchedEncoder:
     """The encoder of a model directory or of ``pretrained:NAME``. ``threads`` caps ONNX Runtime's
     threads. A transformer must have been exported to ONNX (``askalike export``; the commands that
     take ``--model`` do it once for a peer or a model saved without it)."""

@@ -74,24 +74,34 @@ def _tanh_stack(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> n
     return x
 
 
-class DanEncoder(BatchedEncoder):
+class VocabularyEncoder(BatchedEncoder):
+    """An encoder over the model's own vocabulary (``vocab.json``) and word embedding table."""
+
+    def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
+        self.vocabulary, self.max_length = vocabulary, max_length
+        self.words = EmbeddingTable(weights, "words.weight")
+
+    @classmethod
+    def from_directory(cls, directory: Path, config: dict[str, Any]) -> VocabularyEncoder:
+        return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
+                   config["encoder"]["max_length"])
+
+    def knows_words(self, text: str) -> bool:
+        return self.vocabulary.knows_words(text)
+
+
+class DanEncoder(VocabularyEncoder):
     """DAN (Yang et al. 2.3.1): (word + bigram embedding sums) / sqrt(n), then a feed-forward
     stack of linear layers with tanh between them, plus the residual branch if it has one."""
 
     kind = "dan"
 
     def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
-        self.vocabulary, self.max_length = vocabulary, max_length
-        self.words = EmbeddingTable(weights, "words.weight")
+        super().__init__(vocabulary, weights, max_length)
         self.bigrams = EmbeddingTable(weights, "bigrams.weight") if "bigrams.weight" in weights else None
         self.layers = _linear_layers(weights, "feed_forward")
         self.residual = _linear_layers(weights, "residual")
         self.dim = self.layers[-1][1].shape[0] if self.layers else self.words.dim
-
-    @classmethod
-    def from_directory(cls, directory: Path, config: dict[str, Any]) -> DanEncoder:
-        return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
-                   config["encoder"]["max_length"])
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         ids = self.vocabulary.encode(texts, self.max_length)
@@ -106,7 +116,7 @@ class DanEncoder(BatchedEncoder):
         return output
 
 
-class CseEncoder(BatchedEncoder):
+class CseEncoder(VocabularyEncoder):
     """CSE (Jiao et al. 3.1): wide convolutions of widths 1, 2, 3 without bias or activation,
     sum pooled over every window that sees a word. Every word then meets every kernel tap once,
     so each width's output is (the sum of its kernel taps) @ (the sum of the word embeddings)."""
@@ -114,18 +124,12 @@ class CseEncoder(BatchedEncoder):
     kind = "cse"
 
     def __init__(self, vocabulary: Vocabulary, weights: dict[str, np.ndarray], max_length: int) -> None:
-        self.vocabulary, self.max_length = vocabulary, max_length
-        self.words = EmbeddingTable(weights, "words.weight")
+        super().__init__(vocabulary, weights, max_length)
         kernels = [weights[key] for key in sorted(k for k in weights if k.startswith("convolutions."))]
         # (maps, embedding_dim, width) per width -> (maps * widths, embedding_dim)
         self.projection = np.concatenate([kernel.astype(np.float32).sum(axis=2)
                                           for kernel in kernels]).T.copy()
         self.dim = self.projection.shape[1]
-
-    @classmethod
-    def from_directory(cls, directory: Path, config: dict[str, Any]) -> CseEncoder:
-        return cls(Vocabulary.load(directory / "vocab.json"), _encoder_weights(directory),
-                   config["encoder"]["max_length"])
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         total, _ = _lookup_sum(self.words, self.vocabulary.encode(texts, self.max_length)["words"])

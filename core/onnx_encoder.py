@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -14,34 +14,56 @@ from core.encoder import BatchedEncoder
 from core.model_dir import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
 from core.text import Vocabulary
 
-Tokenize = Callable[[Sequence[str]], dict[str, np.ndarray]]
 PRETRAINED_MAX_LENGTH = 256  # as PretrainedModule and sentence-transformers' all-MiniLM-L6-v2
 
 
-def subword_tokenizer(directory: Path, max_length: int) -> Tokenize:
+class Tokenize(Protocol):
+    """Texts to the ONNX graph's id arrays, and whether the model knows any token of a text."""
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def knows_words(self, text: str) -> bool: ...
+
+
+class SubwordTokenizer:
     """A Hugging Face fast tokenizer (tokenizer.json) as the backbone was trained with: padded
     to the longest text of a batch, truncated at ``max_length`` tokens."""
-    from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
-    settings_path = directory / "tokenizer_config.json"
-    settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
-    pad_token = settings.get("pad_token") or "[PAD]"
-    tokenizer.enable_truncation(max_length)
-    tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad_token) or 0, pad_token=pad_token)
+    def __init__(self, directory: Path, max_length: int) -> None:
+        from tokenizers import Tokenizer
 
-    def tokenize(texts: Sequence[str]) -> dict[str, np.ndarray]:
-        encodings = tokenizer.encode_batch(list(texts))
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        settings_path = directory / "tokenizer_config.json"
+        settings = json.loads(settings_path.read_text()) if settings_path.is_file() else {}
+        pad_token = settings.get("pad_token") or "[PAD]"
+        unknown = getattr(self.tokenizer.model, "unk_token", None) or "[UNK]"  # the model's own
+        self.unknown_id = self.tokenizer.token_to_id(unknown)  # None: a vocabulary without one
+        self.tokenizer.enable_truncation(max_length)
+        self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id(pad_token) or 0, pad_token=pad_token)
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        encodings = self.tokenizer.encode_batch(list(texts))
         return {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
                 "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
 
-    return tokenize
+    def knows_words(self, text: str) -> bool:
+        """Any token but the unknown one ([UNK]: a character outside the word-piece vocabulary)?"""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return any(token != self.unknown_id for token in ids)
 
 
-def vocabulary_tokenizer(directory: Path, max_length: int) -> Tokenize:
-    vocabulary = Vocabulary.load(directory / "vocab.json")
-    return lambda texts: vocabulary.encode(texts, max_length)
+class VocabularyTokenizer:
+    """The project's own vocabulary (a transformer trained from scratch)."""
+
+    def __init__(self, directory: Path, max_length: int) -> None:
+        self.vocabulary, self.max_length = Vocabulary.load(directory / "vocab.json"), max_length
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.vocabulary.encode(texts, self.max_length)
+
+    def knows_words(self, text: str) -> bool:
+        return self.vocabulary.knows_words(text)
 
 
 class OnnxEncoder(BatchedEncoder):
@@ -68,14 +90,17 @@ class OnnxEncoder(BatchedEncoder):
     @classmethod
     def from_directory(cls, directory: Path, config: dict[str, Any], threads: int | None) -> OnnxEncoder:
         kind, max_length = config["kind"], config["encoder"]["max_length"]
-        tokenize = (subword_tokenizer(directory / "backbone", max_length) if kind == "pretrained"
-                    else vocabulary_tokenizer(directory, max_length))
+        tokenize = (SubwordTokenizer(directory / "backbone", max_length) if kind == "pretrained"
+                    else VocabularyTokenizer(directory, max_length))
         return cls(kind, directory / ONNX_FILE, tokenize, threads)
 
     @classmethod
     def for_pretrained(cls, name: str, threads: int | None) -> OnnxEncoder:
         return cls("pretrained", pretrained_export_dir(name) / ONNX_FILE,
-                   subword_tokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
+                   SubwordTokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
+
+    def knows_words(self, text: str) -> bool:
+        return self.tokenize.knows_words(text)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         arrays = self.tokenize(texts)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.encoder import BatchedEncoder
 from core.errors import UserError
 
 
@@ -32,3 +33,12 @@ def require_text(texts: Sequence[str], what: str = "text") -> None:
     for position, text in enumerate(texts, start=1):
         if not text.strip():
             raise EmptyTextError(f"{what} {position} is empty: give some words to compare")
+
+
+def require_known_words(encoder: BatchedEncoder, texts: Sequence[str], model: str) -> None:
+    """Refuse a text none of whose words ``model`` knows: its vector means nothing, and two such
+    texts would come out as alike (all-unknown texts share one vector)."""
+    for position, text in enumerate(texts, start=1):
+        if not encoder.knows_words(text):
+            raise EmptyTextError(f"text {position}: {model} knows none of its words (every token is "
+                                 "outside its vocabulary), so no similarity can be measured")

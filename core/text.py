@@ -72,6 +72,11 @@ class Vocabulary:
         """The id of a vocabulary word; None for a word outside it."""
         return self._index.get(token)  # type: ignore[attr-defined]
 
+    def knows_words(self, text: str) -> bool:
+        """Is any token of ``text`` a vocabulary word? (Other words share hashed OOV buckets: a
+        text of those alone has a vector that says little about it.)"""
+        return any(self.known_id(token) is not None for token in tokenize(text))
+
     def word_id(self, token: str) -> int:
         known = self.known_id(token)
         if known is not None:

@@ -36,14 +36,21 @@ from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
-from indexer.directory import resolve_database
+from indexer.directory import recorded_model, resolve_database
 from indexer.embedding import Embedder, InProcessEmbedder
-from indexer.layout import IndexDirectoryError, default_database_url, ensure_index_id, index_id, index_lock
-from indexer.manifest import read_manifest
+from indexer.layout import (
+    MANIFEST_FILE,
+    IndexDirectoryError,
+    default_database_url,
+    ensure_index_id,
+    index_id,
+    index_lock,
+)
+from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
 from indexer.source_identity import Overlaps, aliased, distinct_sources
 from indexer.sources import DATE_WARNINGS_KEPT, SourceFile, SourceQuestion, chunked
-from indexer.store import Store
+from indexer.store import Store, source_named
 from indexer.sync import sync_vector_index
 from indexer.tuning import IndexBuildError, require_index_type, resolve_index_type
 
@@ -90,6 +97,7 @@ class IndexReport:
     embed_seconds: float = 0.0
     dry_run: bool = False  # nothing was written: the counts say what a run would do
     would_remove: list[str] = field(default_factory=list)  # "source: id" of what --prune would remove
+    model_moved_from: str = ""  # where the model was recorded before this run found it elsewhere
 
     @property
     def questions_per_s(self) -> float:
@@ -263,6 +271,18 @@ def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
             if source not in kept or external_id not in kept[source].ids]
 
 
+def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOptions) -> None:
+    """A run without sources only brings an existing index up to date (such as the new place of
+    its model); it is refused for a new index, and with --prune (which would remove everything)."""
+    if sources:
+        return
+    if options.prune:
+        raise IndexBuildError("--prune without SOURCES would remove every question: name the "
+                              "sources whose questions the index keeps")
+    if read_manifest(index_dir) is None:
+        raise IndexBuildError(f"{index_dir}: no index here yet; give the SOURCES to index")
+
+
 def _source_files(sources: Sequence[Path], options: IndexOptions) -> list[tuple[str, SourceFile]]:
     return [(name, SourceFile(path, options.on_error, options.date_order))
             for name, path in distinct_sources(sources)]
@@ -274,6 +294,7 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     the index, nothing is embedded or written, and nothing is created."""
     options = options or IndexOptions()
     require_index_type(options.index_type)
+    _require_sources(index_dir, sources, options)
     files = _source_files(sources, options)
     problems: list[DataError] = []
     manifest = read_manifest(index_dir) if index_dir.is_dir() else None
@@ -306,17 +327,20 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
     """Remove questions by the user's ids (from ``source`` only, a file name or path, when given)
     and update the index files. Every id must name exactly one stored question, else nothing is
     removed; returns how many were."""
+    if read_manifest(index_dir) is None:  # checked before the lock, which would create the directory
+        raise _nothing_to_delete(index_dir)
     with index_lock(index_dir):
         manifest = read_manifest(index_dir)
         if manifest is None:
-            raise IndexDirectoryError(f"{index_dir}: no index here to delete from")
+            raise _nothing_to_delete(index_dir)
         url = resolve_database(index_dir, database)
         with Store(url) as store:
             store.require_owner(index_id(index_dir))
+            # --source picks questions as search's --source does
+            allowed = None if source is None else set(store.ids_matching((source_named(source),)).tolist())
             matches: dict[str, list[tuple[int, str]]] = {name: [] for name in external_ids}
             for row_id, stored_source, external_id in store.question_keys():
-                if external_id in matches and (source is None or stored_source == source
-                                               or stored_source.endswith("/" + source)):
+                if external_id in matches and (allowed is None or row_id in allowed):
                     matches[external_id].append((row_id, stored_source))
             missing = [name for name, rows in matches.items() if not rows]
             if missing:
@@ -332,11 +356,16 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
             return removed
 
 
+def _nothing_to_delete(index_dir: Path) -> IndexDirectoryError:
+    return IndexDirectoryError(f"{index_dir}: no index here to delete from (no {MANIFEST_FILE})")
+
+
 def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                   database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
     """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
     options = options or IndexOptions()
     require_index_type(options.index_type)  # before any work
+    _require_sources(index_dir, sources, options)
     files = _source_files(sources, options)
     with index_lock(index_dir):
         database = resolve_database(index_dir, database)
@@ -345,7 +374,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
         with Store(database) as store:
             store.claim(this_index)
             recorded = store.encoder()
-            spec = model or (recorded.model if recorded else DEFAULT_MODEL)
+            spec = model or (recorded_model(index_dir, recorded) if recorded else DEFAULT_MODEL)
             problems: list[DataError] = []
             survey = IndexReport(str(index_dir), masked_url(database), spec)
             files = _survey(store, files, problems, survey, options)
@@ -353,10 +382,10 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
             encoder = load_encoder(spec, threads=options.threads)
             identity = model_identity(spec, encoder)
-            store.bind_encoder(identity)
+            moved_from = store.bind_encoder(identity)
             report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
                                  skipped=[str(p) for p in problems], warnings=survey.warnings,
-                                 undated=survey.undated)
+                                 undated=survey.undated, model_moved_from=moved_from or "")
             generation_before = store.generation()
             to_embed = survey.added + survey.reembedded
             if not to_embed:  # no cluster to start for nothing
@@ -376,5 +405,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                 manifest, report.faiss_rebuilt = sync_vector_index(
                     index_dir, store, identity, report.index_type, database, manifest_before,
                     only_added=only_added, progress=progress)
+            if manifest.encoder != identity:  # the model moved, and the files were current
+                write_manifest(index_dir, replace(manifest, encoder=identity))
             report.total, report.parameters = manifest.count, manifest.parameters
             return report

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 
+from core.credentials import masked_text, masked_url
 from core.errors import UserError
 
 
@@ -23,28 +24,40 @@ class StoreError(UserError):
     """A database that cannot be opened or does not belong to this index."""
 
 
-def masked_url(url: str) -> str:
-    """The URL for messages, its password hidden; a URL that does not parse keeps only its
-    scheme and what follows the last ``@`` (the user and password are before it)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        if "@" not in url:
-            return url
-        head, _, tail = url.rpartition("@")
-        scheme = head.split("://", 1)[0] + "://" if "://" in head else ""
-        return f"{scheme}***@{tail}"
+_ESCAPE_HINT = "a password holding @ or : must write them as %40 and %3A"
 
 
 def _parse_url(url: str) -> URL:
+    """The parsed URL. Neither the parser's message nor a driver's is let near a URL whose
+    password holds an unescaped ``@`` or ``:``: it would end up in the host or the port, which
+    they quote."""
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018 - a port that is not a number raises here, not at connect
-    except (ArgumentError, ValueError) as err:
-        raise StoreError(f"not a database URL: {masked_url(url)} ({str(err).splitlines()[0]}); "
-                         "expected e.g. postgresql+psycopg://user@host:5432/db or "
-                         "sqlite:////path/file.sqlite3") from None
-    return parsed
+    except ArgumentError:
+        reason = "it does not parse"
+    except ValueError:
+        reason = f"its port is not a number; {_ESCAPE_HINT}"
+    else:
+        if "@" not in (parsed.host or ""):
+            return parsed
+        reason = f"its host holds an @; {_ESCAPE_HINT}"
+    raise StoreError(f"not a database URL: {masked_url(url)} ({reason}); expected e.g. "
+                     "postgresql+psycopg://user@host:5432/db or sqlite:////path/file.sqlite3")
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """``url`` with a relative SQLite file made absolute (against the working directory), so that
+    the URL an index records names the same file from any directory; other URLs as given."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return url  # refused, with its reason, when it is opened
+    database = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"
+            or database.startswith("file:") or Path(database).is_absolute()):
+        return url
+    return parsed.set(database=str(Path(database).resolve())).render_as_string(hide_password=False)
 
 
 def _read_only_sqlite(path: Path, timeout: float) -> Any:
@@ -77,6 +90,7 @@ def _sqlite_pragmas(engine: Engine) -> None:
 
 LOCK_TIMEOUT_ENV_VAR = "ASKALIKE_DB_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT_S = 30.0
+MAX_LOCK_TIMEOUT_S = 2_147_483  # PostgreSQL's lock_timeout is at most 2^31 - 1 ms
 
 
 def lock_timeout_s() -> float:
@@ -86,14 +100,16 @@ def lock_timeout_s() -> float:
         seconds = float(value) if value else DEFAULT_LOCK_TIMEOUT_S
     except ValueError:
         raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds") from None
-    if seconds < 0:
-        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: must not be negative")
+    if not 0 <= seconds <= MAX_LOCK_TIMEOUT_S:  # NaN fails both comparisons
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: give a number of seconds from 0 to "
+                         f"{MAX_LOCK_TIMEOUT_S:,}")
     return seconds
 
 
 def database_reason(err: DatabaseError) -> str:
-    """The first line of the driver's message (PostgreSQL adds detail lines)."""
-    return (str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0]
+    """The first line of the driver's message (PostgreSQL adds detail lines), credentials hidden
+    (a driver may echo the connection string)."""
+    return masked_text((str(err.orig).strip().splitlines() or [type(err.orig).__name__])[0])
 
 
 def _is_lock_timeout(err: OperationalError) -> bool:
@@ -122,7 +138,7 @@ class Database:
         try:
             self.engine = create_engine(url, **options)
         except (ArgumentError, ImportError) as err:
-            raise StoreError(f"{masked_url(url)}: {err}") from None
+            raise StoreError(f"{masked_url(url)}: {masked_text(str(err))}") from None
         if sqlite and not read_only:
             _sqlite_pragmas(self.engine)
 

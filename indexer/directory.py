@@ -15,10 +15,10 @@ import faiss
 import numpy as np
 
 from core.loader import load_encoder
-from core.model_dir import EncoderIdentity, weights_fingerprint
+from core.model_dir import EncoderIdentity, pretrained_name, weights_fingerprint
 from core.text import join_subject_body
 from indexer.choices import DATABASE_ENV_VAR
-from indexer.database import StoreError, masked_url
+from indexer.database import StoreError, absolute_sqlite_url, masked_url
 from indexer.layout import (
     MANIFEST_FILE,
     REPAIR_HINT,
@@ -28,6 +28,7 @@ from indexer.layout import (
     default_database_url,
     index_id,
     index_lock,
+    require_no_writer,
 )
 from indexer.manifest import (
     Manifest,
@@ -42,11 +43,23 @@ from indexer.tuning import resolve_index_type
 from indexer.vector_index import index_ids
 
 
+def recorded_model(index_dir: Path, encoder: EncoderIdentity) -> str:
+    """The model an index was built with, where it was recorded; when that directory is gone, an
+    IndexDirectoryError saying how to tell the index its new place (``askalike index --model
+    NEWPATH`` finds it again by its weights, see ``Store.bind_encoder``)."""
+    if pretrained_name(encoder.model) is None and not Path(encoder.model).is_dir():
+        raise IndexDirectoryError(
+            f"{index_dir}: its model {encoder.model} is missing (moved or deleted?); if it moved, "
+            f"record the new place with `askalike index --model NEWPATH --index {index_dir}` "
+            f"(the model there must have the same weights, {encoder.fingerprint})")
+    return encoder.model
+
+
 def resolve_database(index_dir: Path, explicit: str | None) -> str:
-    """--db, else the database the manifest names (when it names it whole), else SQLite in the
-    index directory."""
+    """--db (a relative SQLite file made absolute), else the database the manifest names (when it
+    names it whole), else SQLite in the index directory."""
     if explicit:
-        return explicit
+        return absolute_sqlite_url(explicit)
     manifest = read_manifest(index_dir)
     return database_from_manifest(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
 
@@ -144,16 +157,22 @@ class CheckReport:
         return None if self.ok else REPAIR_HINT.format(dir=self.index)
 
 
+CHECK_LATER = "check it again when that run has finished"
+
+
 def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
     """Do the FAISS and BM25 files match their checksums, and hold exactly the stored questions'
     ids, built from the store's current generation with the store's encoder?"""
     report = CheckReport(str(index_dir))
+    require_no_writer(index_dir, CHECK_LATER)  # a run in progress is not an interrupted one
     manifest = _require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
         try:
             _compare(index_dir, manifest, store, report)
         except StoreError as err:
             report.problems.append(str(err))
+    if report.problems:
+        require_no_writer(index_dir, CHECK_LATER)  # a run that started while we compared
     return report
 
 
@@ -216,8 +235,8 @@ def repair_index(index_dir: Path, database: str | None = None) -> Repair:
             manifest = read_manifest(index_dir)
         except IndexDirectoryError:  # an unreadable manifest is what this rebuilds
             manifest = None
-        url = database or (resolve_database(index_dir, None) if manifest is not None
-                           else default_database_url(index_dir))
+        url = (resolve_database(index_dir, database) if database or manifest is not None
+               else default_database_url(index_dir))
         with Store(url, read_only=True) as store:  # first only read: nothing is created in a wrong one
             store.require_owner(index_id(index_dir))
             if store.encoder() is None:

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from core.errors import UserError
 from core.files import remove_stale_temporaries, write_text_atomically
@@ -80,18 +81,13 @@ def database_from_manifest(index_dir: Path, recorded: str | None, env_var: str) 
 def index_lock(index_dir: Path) -> Iterator[None]:
     """Exclusive use of an index directory for writing; a second writer is refused at once.
     Temporaries a killed writer left behind are removed once the lock is held."""
-    if index_dir.exists() and not index_dir.is_dir():
-        raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
-                                  "or holding an index)")
-    index_dir.mkdir(parents=True, exist_ok=True)
-    with open(index_dir / LOCK_FILE, "a+") as handle:
+    with _lock_file(index_dir) as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise IndexDirectoryError(f"{index_dir} is being written by {holder}: wait for that run to "
-                              "finish (an index directory takes one writer at a time)") from None
+            raise _busy(index_dir, handle.read().strip() or "another process", "wait for that run to "
+                        "finish (an index directory takes one writer at a time)") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"askalike pid {os.getpid()}")
@@ -102,6 +98,43 @@ def index_lock(index_dir: Path) -> Iterator[None]:
         finally:
             handle.truncate(0)
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_file(index_dir: Path) -> IO[str]:
+    """The lock file, opened for writing (the directory made first); an IndexDirectoryError
+    when the directory cannot be written (read-only, not ours, under /proc)."""
+    try:
+        if index_dir.exists() and not index_dir.is_dir():
+            raise IndexDirectoryError(f"{index_dir}: not a directory; give --index a directory (new "
+                                      "or holding an index)")
+        index_dir.mkdir(parents=True, exist_ok=True)
+        return open(index_dir / LOCK_FILE, "a+", encoding="utf-8")
+    except OSError as err:
+        raise IndexDirectoryError(f"{index_dir}: cannot write to the index directory "
+                                  f"({err.strerror or err}); indexing, deleting and repairing need "
+                                  "write access to it (searching needs only read access)") from None
+
+
+def _busy(index_dir: Path, holder: str, advice: str) -> IndexDirectoryError:
+    return IndexDirectoryError(f"{index_dir} is being written by {holder}: {advice}")
+
+
+def require_no_writer(index_dir: Path, advice: str) -> None:
+    """Refuse (with ``advice``) while an index run holds the directory's lock. The lock is only
+    tried when the lock file names a holder (a writer writes its pid there, and clears it when
+    done), and only for an instant; nothing is created."""
+    try:
+        with open(index_dir / LOCK_FILE, encoding="utf-8") as handle:
+            holder = handle.read().strip()
+            if not holder:
+                return
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise _busy(index_dir, holder, advice) from None
+            fcntl.flock(handle, fcntl.LOCK_UN)  # a killed writer's pid: no run in progress
+    except OSError:  # no lock file, or not readable: no writer to wait for
+        return
 
 
 def index_id(index_dir: Path) -> str | None:

@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,13 @@ def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
     bind in one statement."""
     for start in range(0, len(values), _PARAMETERS_PER_QUERY):
         yield [v if isinstance(v, str) else int(v) for v in values[start : start + _PARAMETERS_PER_QUERY]]
+
+
+def source_named(name: str) -> str:
+    """A source as a user names it to pick questions (``Store.ids_matching``): a path to an
+    existing file means that file (resolved, as the store keeps sources by absolute path, so
+    ``./q.csv`` works); anything else is matched as typed (a file name, or a whole path)."""
+    return str(Path(name).resolve()) if Path(name).is_file() else name
 
 
 def _in_utc(moment: datetime | None) -> datetime | None:
@@ -343,17 +351,24 @@ class Store(Database):
             value = self._setting(connection, "encoder")
         return EncoderIdentity(**json.loads(value)) if value else None
 
-    def bind_encoder(self, identity: EncoderIdentity) -> None:
-        """Record the encoder of the vectors; refuse one that differs from the recorded one."""
+    def bind_encoder(self, identity: EncoderIdentity) -> str | None:
+        """Record the encoder of the vectors; refuse one that differs from the recorded one. The
+        same weights at another path (the model directory moved) are recorded at that path: the
+        path recorded before is returned then, else None."""
         with self.transaction() as connection:
-            value = self._setting(connection, "encoder")
+            value = self._setting(connection, "encoder", for_update=True)
             if value is None:
                 self._add_setting(connection, "encoder", json.dumps(identity.__dict__))
-                return
-        recorded = EncoderIdentity(**json.loads(value))
+                return None
+            recorded = EncoderIdentity(**json.loads(value))
+            if recorded.same_weights(identity) and recorded.model != identity.model:
+                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "encoder")
+                                   .values(value=json.dumps(identity.__dict__)))
+                return recorded.model
         require_same_encoder(recorded, identity, "this index",
                              f"use --model {recorded.model}, or index into a new --index directory",
                              StoreError)
+        return None
 
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that

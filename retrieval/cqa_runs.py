@@ -28,9 +28,10 @@ class CqaRunLine:
     line: int = 0
 
 
-def read_cqa_run(path: Path) -> list[CqaRunLine]:
-    """Read a gold ``.relevancy`` file or a prediction file. Fields are split on any whitespace,
-    as the official scorer does (one official run is space-separated)."""
+def read_cqa_run(path: Path, kind: str = "prediction") -> list[CqaRunLine]:
+    """Read a gold ``.relevancy`` file or a prediction file (``kind``: "gold" or "prediction",
+    for messages). Fields are split on any whitespace, as the official scorer does (one
+    official run is space-separated)."""
     lines: list[CqaRunLine] = []
     for number, line in numbered_lines(path):
         fields = line.split()
@@ -49,7 +50,7 @@ def read_cqa_run(path: Path) -> list[CqaRunLine]:
         lines.append(CqaRunLine(orgq_id, relq_id, rank_value,
                                 parse_number(path, number, score, "score"), label == "true", number))
     if not lines:
-        raise DataError(path, "no prediction lines")
+        raise DataError(path, f"empty: no {kind} lines (orgq_id relq_id rank score label)")
     return lines
 
 
@@ -88,7 +89,7 @@ def load_cqa_split(data_dir: Path, name: str) -> CqaSplit:
         gold = gold_from_labels(questions, data_dir / files.questions[0])
     else:
         gold_path = data_dir / files.gold
-        gold = read_cqa_run(gold_path)
+        gold = read_cqa_run(gold_path, "gold")
         question_pairs = {(q.id, r.id) for q in questions for r in q.related}
         for item in gold:
             if (item.orgq_id, item.relq_id) not in question_pairs:

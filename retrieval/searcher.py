@@ -33,9 +33,9 @@ from core.model_dir import (
     weights_fingerprint,
 )
 from core.similarity import require_text
-from indexer.directory import OpenIndex, open_index
+from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.manifest import load_lexical
-from indexer.store import StoredQuestion
+from indexer.store import StoredQuestion, source_named
 from indexer.tuning import SEARCH_PARAMETERS, query_settings
 from indexer.vector_index import (
     GPU_MAX_K,
@@ -83,8 +83,7 @@ class SearchFilters:
             object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order))
         except DateValueError as err:
             raise SearchError(str(err)) from None
-        object.__setattr__(self, "sources", tuple(
-            str(Path(source).resolve()) if Path(source).is_file() else source for source in self.sources))
+        object.__setattr__(self, "sources", tuple(map(source_named, self.sources)))
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
@@ -171,9 +170,9 @@ class Searcher:
         self.index: OpenIndex = open_index(index_dir, database)
         manifest = self.index.manifest
         identity = manifest.encoder
-        spec = model or identity.model
 
         try:
+            spec = model or recorded_model(index_dir, identity)
             # the settings each search starts from (query_settings raises them for k and filters)
             self.parameters = (manifest.parameters if tuning is None
                                else tuning.applied(manifest.index_type, manifest.parameters))
@@ -181,8 +180,9 @@ class Searcher:
                 configure_search(self.index.faiss, self.parameters)
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
-                                 f"search with --model {identity.model} or rebuild the index "
-                                 "with the new model", SearchError)
+                                 "restore the weights the index was built with, or build a new "
+                                 "index with this model (`askalike index SOURCES --model MODEL "
+                                 "--index NEWDIR`)", SearchError)
             self.encoder = encoder or load_encoder(spec)
             tuned = hybrid_dense_weight(spec)
         except BaseException:

@@ -7,11 +7,15 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -32,22 +36,62 @@ def invoke(*args: str | Path, **options: object):
     return runner.invoke(app, [str(a) for a in args], **options)
 
 
-SECRET = "s3cr3t-pw"  # a password that no output may show
+SECRET = "s3cr3t-pw"  # a password the tests put in database URLs: never to be printed
 
 
 def assert_one_line_error(result, pattern: str) -> None:
     """Exit 2 and one ``error:`` line matching ``pattern``: no traceback, no password."""
     assert result.exit_code == 2, result.output
-    message = result.stderr.replace("\n", "")
-    assert message.startswith("error: ") and re.search(pattern, message), result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # a progress bar's end
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert re.search(pattern, lines[0]), result.stderr
     assert "Traceback" not in result.output and SECRET not in result.output
 
 
 def index(source: Path, index_dir: Path, model: Path, *extra: str | Path) -> dict:
-    """``askalike index SOURCE --json``'s report (the run must succeed)."""
+    """``askalike index SOURCE --model MODEL --index INDEX_DIR --json EXTRA``'s report."""
     result = invoke("index", source, "--model", model, "--index", index_dir, "--json", *extra)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def listing(directory: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``directory`` with its size and modification time."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*"))}
+
+
+NOBODY = 65534  # the user that tests of access rights run as, when they run as root
+
+
+def run_cli(*args: str | Path | bytes, as_nobody: bool = False, **options) -> subprocess.CompletedProcess:
+    """``python -m app ARGS`` in a process of its own, its output captured unless ``options``
+    redirect it; ``as_nobody``: as uid 65534 where the tests run as root (root may write anywhere)."""
+    command = [sys.executable, "-m", "app", *(a if isinstance(a, bytes) else str(a) for a in args)]
+    user = NOBODY if as_nobody and os.geteuid() == 0 else None
+    return subprocess.run(command, cwd=ROOT, timeout=120, user=user,
+                          **{"capture_output": "stdout" not in options, **options})
+
+
+@contextmanager
+def readable_index(model: Path, count: int) -> Iterator[tuple[Path, Path, Path]]:
+    """(index directory, source, model) of an index of ``count`` questions in a fresh directory
+    under the system's temporary folder, which any user can reach (a copy of ``model`` with it);
+    made writable again and removed afterwards. ``read_only`` takes the write access away."""
+    root = Path(tempfile.mkdtemp(prefix="askalike-ro-"))
+    try:
+        copy = shutil.copytree(model, root / "model")
+        source = write_jsonl(root / "q.jsonl", collection(count))
+        index(source, root / "index", copy)
+        yield root / "index", source, copy
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(root)], check=True)
+        shutil.rmtree(root)
+
+
+def read_only(directory: Path) -> None:
+    """Everything under ``directory`` readable by all and writable by none (``chmod -R a+rX,a-w``)."""
+    subprocess.run(["chmod", "-R", "a+rX,a-w", str(directory)], check=True)
 
 
 def search_ids(index_dir: Path, query: str, k: int = 5, *extra: str | Path) -> list[str]:

@@ -1,16 +1,20 @@
-"""Fuzzing every reader with mutated files: the only outcomes allowed are a clean result or a
-user-facing error (UserError), never another exception. Bounded to run in seconds."""
+"""Fuzzing every reader with mutated files (in other encodings too), and every command's text
+options with random text, undecodable bytes and control characters: the only outcomes allowed
+are a clean result or a user-facing error (UserError; at the command line, exit 2 and one
+``error:`` line), never another exception, and never a raw control character on the terminal.
+Bounded to run in seconds."""
 
 from __future__ import annotations
 
 import contextlib
 import gzip
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
-from helpers import collection
+from helpers import collection, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,10 +33,19 @@ TOKENS = [b'"', b",", b"\t", b"\n", b"\r", b"\x00", b"\xff", b"\xc3", b"<", b">"
 
 _edit = st.tuples(st.sampled_from(["flip", "delete", "insert", "truncate", "repeat"]),
                   st.floats(0, 1), st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)))
+# a file as another program may have saved it; gzip seeds stay as they are
+ENCODINGS = ["utf-8", "utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-32", "latin-1", "cp1252"]
 
 
-def _apply(seed: bytes, edits: Iterable[tuple[str, float, bytes]]) -> bytes:
-    data = bytearray(seed)
+def _reencoded(seed: bytes, encoding: str) -> bytes:
+    try:
+        return seed.decode("utf-8").encode(encoding, errors="replace")
+    except UnicodeDecodeError:  # a binary seed
+        return seed
+
+
+def _apply(seed: bytes, encoding: str, edits: Iterable[tuple[str, float, bytes]]) -> bytes:
+    data = bytearray(_reencoded(seed, encoding))
     for kind, where, payload in edits:
         at = int(where * len(data))
         if kind == "flip" and data:
@@ -49,7 +62,8 @@ def _apply(seed: bytes, edits: Iterable[tuple[str, float, bytes]]) -> bytes:
 
 
 def mutated(seed: bytes) -> st.SearchStrategy[bytes]:
-    return st.lists(_edit, min_size=1, max_size=4).map(lambda edits: _apply(seed, edits))
+    return st.builds(lambda encoding, edits: _apply(seed, encoding, edits), st.sampled_from(ENCODINGS),
+                     st.lists(_edit, min_size=1, max_size=4))
 
 
 def _jsonl(records: list[dict]) -> bytes:
@@ -194,3 +208,110 @@ def test_the_manifest_loader_survives_mutation(tmp_path):
 
     mutated_bytes()
     replaced_field()
+
+
+# ------------------------------------------------------------------ every command's text options
+
+# text as it reaches a command: any character (controls included), bytes that were not UTF-8
+# (kept by Python as lone surrogates), other encodings' bytes read as Latin-1, terminal control
+# sequences, Rich markup, quoting and URL delimiters
+HOSTILE = ["\x1b[2J", "\x1b]0;title\x07", "\u009b1m", "\u202e", "[/x]", "[bold]", "\x00", "\r", "'", '"',
+           "%", "@", ":", "?", "&", "=", "-", "--", "../", "visa", "cheap car", "2024-03-15", "q1"]
+_text_piece = st.one_of(
+    st.text(max_size=12),
+    st.binary(max_size=8).map(lambda data: data.decode("utf-8", errors="surrogateescape")),
+    st.text(max_size=8).map(lambda text: text.encode("utf-8").decode("latin-1")),
+    st.sampled_from(HOSTILE))
+hostile_text = st.lists(_text_piece, max_size=4).map("".join)
+argument = hostile_text.map(lambda text: text.replace("\x00", ""))  # argv cannot hold a NUL
+# C0 and C1 controls but newline: what a terminal would act on (the tab is harmless)
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def fuzz_index(tmp_path_factory, tiny_model) -> Path:
+    directory = tmp_path_factory.mktemp("fuzz")
+    source = directory / "q.jsonl"
+    source.write_bytes(_jsonl(collection(30)))
+    assert invoke("index", source, "--model", tiny_model, "--index", directory / "index").exit_code == 0
+    return directory / "index"
+
+
+def _answered_or_refused(result) -> None:
+    """Exit 0, or exit 2 with one ``error:`` line; no traceback, no raw control character."""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert not _RAW_CONTROL.search(result.stdout + result.stderr), repr(result.output)
+
+
+def _option(name: str, value: str | None) -> list[str]:
+    return [] if value is None else [f"{name}={value}"]
+
+
+maybe = st.none() | argument  # an option left out, or given
+
+
+@pytest.mark.reliability("random text, undecodable bytes and control characters in every text "
+                         "option of `search` (the query, --source, --category, --since, --until, "
+                         "--db) and in queries piped in",
+                         "results as JSON lines for the query given, or exit 2 with one line; "
+                         "no raw control character printed")
+def test_search_text_options_survive_fuzzing(fuzz_index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative --db names nothing outside
+
+    @FUZZ
+    @given(query=argument, source=maybe, category=maybe, since=maybe, until=maybe, database=maybe,
+           as_json=st.booleans())
+    def search(query, source, category, since, until, database, as_json) -> None:
+        options = [*_option("--source", source), *_option("--category", category),
+                   *_option("--since", since), *_option("--until", until), *_option("--db", database)]
+        result = invoke("search", "--index", fuzz_index, *options, *(["--json"] if as_json else []),
+                        "--", query)
+        _answered_or_refused(result)
+        if result.exit_code == 0 and as_json and query != "-":
+            assert all(json.loads(line)["query"] == query for line in result.stdout.splitlines())
+
+    @FUZZ
+    @given(data=st.binary(max_size=64) | hostile_text.map(lambda t: t.encode("utf-8", "surrogateescape")))
+    def piped(data: bytes) -> None:
+        _answered_or_refused(invoke("search", "--index", fuzz_index, "--json", input=data))
+
+    search()
+    piped()
+
+
+@pytest.mark.reliability("random text, undecodable bytes and control characters as the texts of "
+                         "`similar`, the ids and --source of `delete`, --db of `index-info` and "
+                         "`check`, --index-type and --model of `index`, and the file names of "
+                         "`score` and `rerank`", "a correct answer, or exit 2 with one line; no "
+                         "raw control character printed; nothing deleted or changed")
+def test_other_commands_text_options_survive_fuzzing(fuzz_index, tiny_model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative --db, --out and file names name nothing outside
+    stored = {f"q{i}" for i in range(30)}
+    state = (fuzz_index / "manifest.json").read_bytes()
+
+    @given(first=argument, second=argument, ids=st.lists(argument, min_size=1, max_size=3),
+           source=maybe, database=maybe, index_type=maybe, model=maybe,
+           names=st.tuples(argument, argument))
+    def commands(first, second, ids, source, database, index_type, model, names) -> None:
+        similar = invoke("similar", "--model", tiny_model, "--json", "--", first, second)
+        _answered_or_refused(similar)
+        if similar.exit_code == 0:
+            assert -1 <= json.loads(similar.stdout)["cosine"] <= 1
+        deleted = invoke("delete", "--index", fuzz_index, *_option("--source", source), "--",
+                         *[i for i in ids if i not in stored] or ["no-such-id"])
+        _answered_or_refused(deleted)
+        assert deleted.exit_code == 2  # no stored id was named
+        for command in ("index-info", "check"):
+            _answered_or_refused(invoke(command, "--index", fuzz_index, *_option("--db", database)))
+        _answered_or_refused(invoke("index", "--index", fuzz_index, *_option("--index-type", index_type),
+                                    *_option("--model", model), "--dry-run"))
+        _answered_or_refused(invoke("score", "--", *names))
+        _answered_or_refused(invoke("rerank", "--out", "run.pred", "--model", tiny_model, "--", names[0]))
+
+    settings(FUZZ, max_examples=30)(commands)()  # seven commands an example
+    assert (fuzz_index / "manifest.json").read_bytes() == state

@@ -11,22 +11,22 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import (
-    ROOT,
     SECRET,
     assert_one_line_error,
     collection,
     index,
     invoke,
+    listing,
     own_database,
+    read_only,
+    readable_index,
+    run_cli,
     search_ids,
     stored_state,
     write_jsonl,
@@ -36,13 +36,6 @@ from indexer.directory import check_index, open_index
 from indexer.manifest import read_manifest
 from indexer.store import Store
 from indexer.vector_index import index_ids
-
-
-def listing(directory: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``directory`` with its size and modification time."""
-    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*"))}
-
 
 # ------------------------------------------------------------------ silently wrong answers
 
@@ -259,9 +252,9 @@ def write_text(path: Path, text: str) -> Path:
 @pytest.mark.reliability("`--db` {case}",
                          "exit 2, one line; the password is never printed")
 @pytest.mark.parametrize(("case", "url", "message"), [
-    ("that does not parse", f"user:{SECRET}@host/db", r"not a database URL: \*\*\*@host/db"),
+    ("that does not parse", f"user:{SECRET}@host/db", r"not a database URL: user:\*\*\*@host/db"),
     ("with a port that is not a number", f"postgresql+psycopg://u:{SECRET}@localhost:port/db",
-     r"not a database URL: postgresql\+psycopg://\*\*\*@localhost:port/db"),
+     r"not a database URL: postgresql\+psycopg://u:\*\*\*@localhost:port/db"),
     ("with a port out of range", f"postgresql+psycopg://u:{SECRET}@127.0.0.1:99999/db",
      r"cannot open the database postgresql\+psycopg://u:\*\*\*@127\.0\.0\.1:99999/db"),
     ("of an unknown database kind", f"nosuchdb://u:{SECRET}@host/db", r"nosuchdb://u:\*\*\*@host/db"),
@@ -419,34 +412,19 @@ def test_leftover_temporaries_are_removed(built, tmp_path, tiny_model):
     assert not list(index_dir.glob(".*.tmp"))
 
 
-NOBODY = 65534
-
-
 @pytest.mark.reliability("a search by a user with read-only access to the index directory "
                          "(`chmod -R a-w`, searched as uid 65534)",
                          "it answers; no file in the directory is created or changed")
 def test_a_read_only_index_can_be_searched(tiny_model):
-    readable = Path(tempfile.mkdtemp(prefix="askalike-ro-"))
-    try:
-        model = shutil.copytree(tiny_model, readable / "model")
-        source = write_jsonl(readable / "q.jsonl", collection(50))
-        index_dir = readable / "index"
-        index(source, index_dir, model)
+    with readable_index(tiny_model, 50) as (index_dir, _, _):
         expected = search_ids(index_dir, "cheap car", 3)
-        subprocess.run(["chmod", "-R", "a+rX,a-w", str(readable)], check=True)
+        read_only(index_dir.parent)
         before = listing(index_dir)
-        command = [sys.executable, "-m", "app", "search", "cheap car", "--index", str(index_dir),
-                   "-k", "3", "--json"]
-        as_nobody = os.geteuid() == 0
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                                user=NOBODY if as_nobody else None,
-                                env={**os.environ, "HOME": str(readable)})
+        result = run_cli("search", "cheap car", "--index", index_dir, "-k", "3", "--json", text=True,
+                         as_nobody=True, env={**os.environ, "HOME": str(index_dir.parent)})
         assert result.returncode == 0, result.stderr
         assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == expected
         assert listing(index_dir) == before
-    finally:
-        subprocess.run(["chmod", "-R", "u+w", str(readable)], check=True)
-        shutil.rmtree(readable)
 
 
 @pytest.mark.reliability("search, check and index-info opened on an index (as its owner)",

@@ -116,7 +116,7 @@ def exact_teacher(teacher: str, cache_dir: Path) -> Encoder:
     ``cache_dir`` (reading at most TEACHER_MAX_LENGTH word pieces), else its numpy encoder."""
     from core.loader import EXPORTED_KINDS, load_encoder
     from core.model_dir import PRETRAINED, pretrained_name, read_model_config
-    from core.onnx_encoder import OnnxEncoder, subword_tokenizer, vocabulary_tokenizer
+    from core.onnx_encoder import OnnxEncoder, SubwordTokenizer, Tokenize, VocabularyTokenizer
 
     name = pretrained_name(teacher)
     kind = "pretrained" if name is not None else read_model_config(Path(teacher))["kind"]
@@ -132,9 +132,9 @@ def exact_teacher(teacher: str, cache_dir: Path) -> Encoder:
         export_onnx(load_model(teacher).encoder, export_dir, weight_dtype=dtype, quantize=False)
     if kind == "pretrained":
         backbone = PRETRAINED[name]() if name is not None else Path(teacher) / "backbone"
-        tokenize = subword_tokenizer(backbone, TEACHER_MAX_LENGTH)
+        tokenize: Tokenize = SubwordTokenizer(backbone, TEACHER_MAX_LENGTH)
     else:
-        tokenize = vocabulary_tokenizer(Path(teacher), TEACHER_MAX_LENGTH)
+        tokenize = VocabularyTokenizer(Path(teacher), TEACHER_MAX_LENGTH)
     return OnnxEncoder(kind, export_dir / ONNX_FILE, tokenize, threads=None)
 
 
