@@ -213,6 +213,7 @@ def test_undecodable_bytes_from_the_shell_and_a_pipe(built):
 @pytest.mark.reliability("a read-only index directory (`chmod -R a-w`, run as uid 65534) for "
                          "`index`, `delete` and `check --repair`, and a new index in a read-only "
                          "directory", "exit 2: the index directory cannot be written; nothing changes")
+@pytest.mark.slow
 def test_writing_to_a_read_only_index_directory(tiny_model):
     with readable_index(tiny_model, 20) as (index_dir, source, model):
         read_only(index_dir.parent)

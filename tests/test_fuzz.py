@@ -260,6 +260,7 @@ maybe = st.none() | argument  # an option left out, or given
                          "--db) and in queries piped in",
                          "results as JSON lines for the query given, or exit 2 with one line; "
                          "no raw control character printed")
+@pytest.mark.slow
 def test_search_text_options_survive_fuzzing(fuzz_index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a relative --db names nothing outside
 
@@ -289,6 +290,7 @@ def test_search_text_options_survive_fuzzing(fuzz_index, tmp_path, monkeypatch):
                          "`check`, --index-type and --model of `index`, and the file names of "
                          "`score` and `rerank`", "a correct answer, or exit 2 with one line; no "
                          "raw control character printed; nothing deleted or changed")
+@pytest.mark.slow
 def test_other_commands_text_options_survive_fuzzing(fuzz_index, tiny_model, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative --db, --out and file names name nothing outside
     stored = {f"q{i}" for i in range(30)}

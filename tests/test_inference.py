@@ -130,6 +130,7 @@ def test_a_transformer_saved_without_its_export_is_exported_once_by_the_command(
     assert not export_once(directory)  # once: nothing to do the second time
 
 
+@pytest.mark.slow
 def test_a_damaged_onnx_file_is_a_clear_error(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")
     (directory / ONNX_FILE).write_bytes(b"not an onnx graph")

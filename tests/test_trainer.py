@@ -77,6 +77,7 @@ def test_short_training_improves_p_at_1(data_dir, dialog_data, tmp_path, kind):
     assert load_model(tmp_path / "model").encoder.encode(["hello"]).shape == (1, model.encoder.dim)
 
 
+@pytest.mark.slow
 def test_multitask_with_nli_runs_both_heads(data_dir, dialog_data, tmp_path):
     nli = list(read_nli(data_dir / "nli" / "cad_snli_train.tsv.gz"))[:640]
     data = TrainingData(dialog_data.pairs[:2000], dialog_data.heldout, nli)
@@ -89,6 +90,7 @@ def test_multitask_with_nli_runs_both_heads(data_dir, dialog_data, tmp_path):
     assert tasks
 
 
+@pytest.mark.slow
 def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_data, tmp_path):
     """A student distilled from a (tiny) teacher with STS regression beside: every task runs,
     the teacher pass is cached, and an interrupted run resumes bit-exactly."""
@@ -115,6 +117,7 @@ def test_distillation_and_sts_tasks_train_and_resume_exactly(data_dir, dialog_da
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
 
+@pytest.mark.slow
 def test_listwise_distillation_trains_from_cached_teacher_lists_and_resumes_exactly(
         data_dir, dialog_data, tmp_path):
     """Forum questions with their candidate lists (the teacher's vectors cached beside the
@@ -413,6 +416,7 @@ def test_two_process_ddp_gradient_equals_the_global_batch_gradient(data_dir, dia
         assert torch.allclose(gradient, distributed[name], rtol=1e-4, atol=1e-7), name
 
 
+@pytest.mark.slow
 def test_a_seed_average_trains_each_seed_and_keeps_the_mean_of_their_saved_weights(
         data_dir, dialog_data, tmp_path):
     config = small_config("dan", steps=4, average_seeds=[3, 4])

@@ -106,6 +106,7 @@ async def test_ctrl_t_switches_the_mode_and_searches_again(index_dir):
         assert dense and app.mode == "dense"
 
 
+@pytest.mark.slow
 @synchronously
 async def test_columns_fit_the_shown_results_not_an_earlier_searchs(index_dir):
     async def widths(*queries: str) -> list[int]:
