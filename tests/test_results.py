@@ -97,7 +97,7 @@ def test_a_question_is_found_by_the_users_id(tmp_path, tiny_model):
     index(tmp_path / "a.jsonl", tmp_path / "index", tiny_model, tmp_path / "b.jsonl")
     with Searcher(tmp_path / "index") as searcher:
         assert searcher.question("q4").subject == collection(5)[4]["subject"]
-        assert searcher.question("q1", source="b.jsonl").body.startswith("b ")
+        assert searcher.question("q1", ["b.jsonl"]).body.startswith("b ")
         with pytest.raises(SearchError, match=r"'q1' is in 2 sources \(a.jsonl, b.jsonl\): name one"):
             searcher.question("q1")
         with pytest.raises(SearchError, match="no question with id 'q9'"):
