@@ -353,14 +353,22 @@ def tui(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
+    min_match: Annotated[float | None, typer.Option(
+        "--min-match", min=0.0, max=0.9, help="Leave out hits whose match is below this fraction "
+                                               "(+ and - change it in the app).",
+        show_default="0.3 (retrieval/results.py: TUI_MIN_MATCH)")] = None,
+    collapse: Annotated[bool, typer.Option(
+        "--collapse/--no-collapse", help="Fold near-duplicates into the better hit they repeat "
+                                         "(a switches it in the app).")] = True,
     mode: ModeOption = None,
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
     k_factor: KFactorOption = None,
 ) -> None:
-    """Browse the index by meaning in a full-screen terminal app (Ctrl+T switches the mode)."""
+    """Browse the index by meaning in a full-screen terminal app (? lists the keys)."""
     from app.tui import SearchApp  # Textual loads only for the TUI
     from retrieval.searcher import Searcher
 
     tuning = _tuning(ef_search, nprobe, k_factor)
-    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode).run()
+    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=min_match,
+              collapse=collapse).run()
