@@ -380,10 +380,10 @@ class SearchApp(App[None]):
         if results:
             outcome = f"{len(results)} results"
         elif found:
-            outcome = f"none reaches {self.shown.min_match:.0%} (- lowers the minimum)"
+            outcome = f"none reaches {self.shown.min_match:.0%} (- lowers it)"
         else:
             outcome = "no results"
-        self._status(f"{search.describe()}: {outcome}")
+        self._status(f"{outcome} · {search.describe()}")  # the outcome first: a narrow terminal cuts the end
         self._detail(results[0] if results else None)
         if focus_results and results:
             self.query_one(DataTable).focus()
@@ -517,7 +517,7 @@ class SearchApp(App[None]):
     def _show_shown(self) -> None:
         shown = self.shown
         self.query_one("#shown", Static).update(
-            f"≥{shown.min_match:.0%} · alike {'folded' if shown.collapse else 'listed'}")
+            f"≥{shown.min_match:.0%} · {'alike folded' if shown.collapse else 'all listed'}")
 
     def action_next_mode(self) -> None:
         """Dense -> lexical -> hybrid -> dense, and the current text search again in the new mode."""
@@ -530,7 +530,7 @@ class SearchApp(App[None]):
 
     def _show_mode(self, mode: SearchMode) -> None:
         self.mode = mode
-        self.query_one("#mode", Static).update(f"{mode.value} (^t)")
+        self.query_one("#mode", Static).update(f"mode: {mode.value} (^t)")
 
     def action_help(self) -> None:
         self.push_screen(MessageScreen(HELP))
