@@ -18,8 +18,9 @@ import pytest
 from helpers import QUIET, ROOT, TOPICS, collection, write_jsonl
 from textual.widgets import DataTable, Input, SelectionList
 
-from app.tui import DEBOUNCE_S, DetailScreen, FilterScreen, MessageScreen, SearchApp
+from app.tui import DEBOUNCE_S, HELP, DetailScreen, FilterScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
+from retrieval.results import TUI_MIN_MATCH, Shown
 from retrieval.searcher import Searcher, SearchFilters
 
 SIZE = (100, 30)
@@ -33,10 +34,15 @@ THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
 </RelComment></Thread></root>"""
 
 
+# the thread's question asked again in the forum: a near-duplicate of it
+ASKED_AGAIN = {"id": "again", "subject": "Family visa for my parents",
+               "body": "Can I sponsor my parents on a family visit visa with a salary of 10000?"}
+
+
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, tiny_model) -> Path:
     directory = tmp_path_factory.mktemp("tui")
-    write_jsonl(directory / "forum.jsonl", collection(40))
+    write_jsonl(directory / "forum.jsonl", [*collection(40), ASKED_AGAIN])
     (directory / "threads.xml").write_bytes(THREAD)
     index_sources(directory / "index", [directory / "forum.jsonl", directory / "threads.xml"],
                   str(tiny_model), options=QUIET)
@@ -248,6 +254,104 @@ async def test_an_invalid_filter_date_is_said_and_the_dialog_stays(index_dir):
                            "and time), DD/MM/YYYY or MM/DD/YYYY, 5 Jan 2024, Jan 5, 2024 or 20240105)"]
 
 
+@pytest.mark.slow
+@synchronously
+async def test_at_80x24_down_moves_the_selection_and_subjects_end_with_an_ellipsis(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(*"how do i find a good apartment for expats", "enter")
+        await settle(pilot)
+        await pilot.press("/", "down")  # back in the search box, then the first Down
+        table = app.query_one(DataTable)
+        assert table.cursor_row == 1 and app.focused is app.query_one("#query")
+        assert not app.query_one("#detail").display  # the results take the whole width
+        assert app.sub_title.startswith("42 questions · ")  # the count first: never cut
+    app = make_app(index_dir)
+    async with app.run_test(size=(60, 24)) as pilot:  # too narrow for whole subjects
+        await pilot.press(*"how do i find a good apartment for expats", "enter")
+        await settle(pilot)
+        table = app.query_one(DataTable)
+        subjects = [str(table.get_cell_at((row, 2))) for row in range(table.row_count)]
+        cut = [text for text in subjects if text.endswith("…")]
+        assert cut and {len(text) for text in cut} == {max(map(len, subjects))}
+
+
+@pytest.mark.slow
+@synchronously
+async def test_m_and_b_act_in_the_opened_question_and_m_empties_the_search_box(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        first = app.results[0]
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.press("b")
+        await pilot.pause()
+        assert not isinstance(app.screen, DetailScreen) and status(app).endswith("“cheap car”")
+        await pilot.press("enter", "m")
+        await settle(pilot)
+        assert not isinstance(app.screen, DetailScreen)
+        assert app.history[-1].like == first and first.row_id not in {r.row_id for r in app.results}
+        assert app.query_one("#query", Input).value == ""
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.query_one("#query", Input).value == "cheap car"
+
+
+@pytest.mark.slow
+@synchronously
+async def test_a_folds_and_lists_near_duplicates(index_dir):
+    app = make_app(index_dir, collapse=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.press(*"Family visa for my parents", "enter")
+        await settle(pilot)
+        first = app.results[0]
+        assert {first.external_id, *(a.external_id for a in first.alike)} == {"Q9_R1", "again"}
+        assert all(r.duplicate_of is None for r in app.results)
+        assert str(app.query_one(DataTable).get_cell_at((0, 2))).endswith("(+1 alike)")
+        await pilot.press("a")
+        await settle(pilot)
+        assert not app.shown.collapse and not any(r.alike for r in app.results)
+        assert any(r.duplicate_of is not None for r in app.results)
+        assert str(app.query_one("#shown").render()) == "≥0% · all listed"
+
+
+@pytest.mark.slow
+@synchronously
+async def test_plus_and_minus_change_the_minimum_match(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        everything = len(app.results)
+        await pilot.press(*["plus"] * 5)
+        await settle(pilot)
+        assert app.shown.min_match == 0.5 and str(app.query_one("#shown").render()).startswith("≥50%")
+        assert all(r.match >= 0.5 for r in app.results) and len(app.results) < everything
+        await pilot.press(*["plus"] * 9)  # at most 90%
+        await settle(pilot)
+        assert app.shown.min_match == 0.9
+        assert all(r.match >= 0.9 for r in app.results)
+        if not app.results:
+            assert status(app) == "none reaches 90% (- lowers it) · “cheap car”"
+        await pilot.press(*["minus"] * 12)
+        await settle(pilot)
+        assert app.shown.min_match == 0.0 and len(app.results) == everything
+
+
+def test_the_default_leaves_out_weak_hits_and_folds_near_duplicates(index_dir):
+    app = SearchApp(lambda: Searcher(index_dir))
+    assert app.shown == Shown(20, TUI_MIN_MATCH, collapse=True) and TUI_MIN_MATCH > 0
+
+
+def test_the_help_names_tab_and_fits_the_dialog_at_80x24():
+    lines = HELP.splitlines()
+    assert any(line.split()[:1] == ["Tab"] for line in lines)
+    # the dialog: 70 columns less border and padding; 24 rows less header, footer and button
+    assert max(map(len, lines)) <= 70 - 2 - 4 and len(lines) <= 24 - 2 - 2 - 2 - 3
+
+
 @synchronously
 async def test_empty_index_screen(tmp_path, tiny_model):
     (tmp_path / "none.txt").write_text("")
@@ -310,7 +414,7 @@ def test_real_terminal_session(index_dir, tmp_path):
         keys("Down")  # from the search box: the second hit is selected, the box keeps the focus
         _wait_for(lambda: "│ where can i" in screen() or "│ how do i" in screen() or "│ is it" in screen()
                   or "│ who knows" in screen(), "the second hit in the detail pane", screen)
-        keys("Up", "Enter", "Enter")  # the results, then the whole first question
+        keys("Up", "Tab", "Enter")  # the results, then the whole first question
         _wait_for(lambda: "2 comments" in screen(), "the opened question", screen)
         keys("m")  # more like it, from the opened question
         _wait_for(lambda: "· more like “Family visa for my parents”" in screen(), "more like this", screen)
