@@ -1,0 +1,171 @@
+"""Near-duplicate groups across a whole collection, as an FAQ or forum owner cleans up: every
+question's nearest neighbours come from the index's FAISS index (k-NN, never all pairs), the
+pairs whose cosine reaches a threshold are joined into groups (union-find), and each group lists
+its most central member first.
+
+Pairs are judged by meaning only, on the cosine of the stored (exact) vectors: a BM25 score has
+no scale that one threshold could mean across questions. ``retrieval.duplicates`` does the same
+within one search's hits; this module works on the collection and needs no encoder, since every
+question's vector is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.dates import DateOrder
+from indexer.directory import OpenIndex
+from indexer.store import StoredQuestion
+from indexer.vector_index import cosine_error
+from retrieval.searcher import SearchError, SearchFilters
+
+DEFAULT_MIN_MATCH = 0.9  # the cosine a pair needs to be called near-duplicates
+DEFAULT_NEIGHBOURS = 10  # nearest questions looked at per question
+QUERY_CHUNK = 2048  # questions whose neighbours one FAISS call finds
+
+Progress = Callable[[int, int], None]  # (questions done, questions to do)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two stored questions (row ids, ``first < second``) and the cosine of their vectors."""
+
+    first: int
+    second: int
+    cosine: float
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    question: StoredQuestion
+    match: float  # cosine to the group's central member, clipped at 0 (1 for the central one)
+
+    def as_json(self) -> dict[str, Any]:
+        question = self.question
+        return {"id": question.external_id, "source": question.source, "subject": question.subject,
+                "date": question.metadata.get("date"), "match": round(self.match, 4)}
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    """Near-duplicate questions, the most central first (the closest to the group's mean
+    vector), then by their match to it."""
+
+    members: tuple[GroupMember, ...]
+    strongest: float  # the highest cosine of a pair in the group
+
+    def as_json(self, number: int) -> dict[str, Any]:
+        return {"group": number, "size": len(self.members),
+                "members": [member.as_json() for member in self.members]}
+
+
+def questions_to_check(index: OpenIndex, since: str | None = None,
+                       date_order: DateOrder | None = None) -> np.ndarray | None:
+    """Row ids of the questions dated on or after ``since`` (None: every question). A
+    SearchError for a date that is not one, and for an empty index."""
+    if index.faiss.ntotal == 0:
+        raise SearchError(f"the index at {index.directory} is empty: add questions with "
+                          "`askalike index SOURCE`")
+    if since is None:
+        return None
+    filters = SearchFilters(date_from=since, date_order=date_order)
+    return index.store.ids_matching(dated_from=filters.window[0])
+
+
+def _query_vectors(index: OpenIndex, ids: np.ndarray | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(row ids, stored vectors) of the questions to check, a chunk at a time."""
+    dim = index.manifest.encoder.dim
+    if ids is None:
+        yield from index.store.vectors(dim, chunk=QUERY_CHUNK)
+        return
+    for start in range(0, len(ids), QUERY_CHUNK):
+        stored = index.store.vectors_of(ids[start:start + QUERY_CHUNK].tolist(), dim)
+        if stored:
+            yield np.fromiter(stored, dtype=np.int64), np.stack(list(stored.values()))
+
+
+def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = None,
+                  neighbours: int = DEFAULT_NEIGHBOURS, on_progress: Progress | None = None) -> list[Pair]:
+    """The pairs of stored questions whose cosine reaches ``min_cosine``, found among each
+    question's ``neighbours`` nearest (only of the questions in ``ids``, against the whole
+    collection; None: every question). FAISS proposes the candidates (with the index's own
+    search settings); each is then scored on the stored vectors, so the cosines are exact
+    whatever the index type, and ids that FAISS still holds but the store no longer does drop out."""
+    total = index.store.count() if ids is None else len(ids)
+    wanted = min(neighbours + 1, int(index.faiss.ntotal))  # + 1: a question finds itself
+    floor = min_cosine - 2 * cosine_error(index.faiss)
+    candidates: set[tuple[int, int]] = set()
+    done = 0
+    for query_ids, vectors in _query_vectors(index, ids):
+        cosines, found = index.faiss.search(vectors, wanted)
+        for query, row_cosines, row_ids in zip(query_ids.tolist(), cosines, found, strict=True):
+            candidates.update((min(query, other), max(query, other))
+                              for other in row_ids[(row_cosines >= floor) & (row_ids >= 0)].tolist()
+                              if other != query)
+        done += len(query_ids)
+        if on_progress is not None:
+            on_progress(done, total)
+    involved = sorted({i for pair in candidates for i in pair})
+    stored = index.store.vectors_of(involved, index.manifest.encoder.dim)
+    pairs = [Pair(a, b, float(stored[a] @ stored[b])) for a, b in sorted(candidates)
+             if a in stored and b in stored]
+    return [pair for pair in pairs if pair.cosine >= min_cosine]
+
+
+def connected_groups(pairs: Sequence[Pair], min_cosine: float) -> list[list[int]]:
+    """The row ids joined by the pairs whose cosine reaches ``min_cosine`` (union-find), each
+    group sorted, groups in the order of their smallest id."""
+    parent: dict[int, int] = {}
+
+    def root(node: int) -> int:
+        parent.setdefault(node, node)
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]  # path halving
+            node = parent[node]
+        return node
+
+    for pair in pairs:
+        if pair.cosine >= min_cosine:
+            first, second = root(pair.first), root(pair.second)
+            if first != second:
+                parent[max(first, second)] = min(first, second)
+    groups: dict[int, list[int]] = {}
+    for node in sorted(parent):
+        groups.setdefault(root(node), []).append(node)
+    return list(groups.values())
+
+
+def _ordered_group(ids: list[int], vectors: dict[int, np.ndarray], questions: dict[int, StoredQuestion],
+                   strongest: float) -> DuplicateGroup:
+    """The group's members, the one closest to the mean vector first, then by cosine to it."""
+    matrix = np.stack([vectors[i] for i in ids])
+    central = int(np.argmax(matrix @ matrix.mean(axis=0)))
+    matches = matrix @ matrix[central]
+    order = sorted(range(len(ids)), key=lambda j: (j != central, -matches[j], ids[j]))
+    members = tuple(GroupMember(questions[ids[j]], max(0.0, min(1.0, float(matches[j])))) for j in order)
+    return DuplicateGroup(members, strongest)
+
+
+def duplicate_groups(index: OpenIndex, min_match: float = DEFAULT_MIN_MATCH, since: str | None = None,
+                     date_order: DateOrder | None = None, neighbours: int = DEFAULT_NEIGHBOURS,
+                     on_progress: Progress | None = None) -> list[DuplicateGroup]:
+    """The groups of near-duplicate questions of the collection (with ``since``: those that a
+    question dated on or after it belongs to), the largest first, then by their strongest pair."""
+    if not 0.0 < min_match <= 1.0:
+        raise SearchError(f"min match {min_match}: must be above 0 and at most 1 (100%)")
+    pairs = similar_pairs(index, min_match, questions_to_check(index, since, date_order), neighbours,
+                          on_progress)
+    ids_of_groups = connected_groups(pairs, min_match)
+    group_of = {i: n for n, ids in enumerate(ids_of_groups) for i in ids}
+    strongest: dict[int, float] = {}
+    for pair in pairs:
+        number = group_of[pair.first]
+        strongest[number] = max(strongest.get(number, -1.0), pair.cosine)
+    member_ids = [i for ids in ids_of_groups for i in ids]
+    vectors = index.store.vectors_of(member_ids, index.manifest.encoder.dim)
+    questions = index.store.fetch(member_ids)
+    groups = [_ordered_group(ids, vectors, questions, strongest[n]) for n, ids in enumerate(ids_of_groups)]
+    return sorted(groups, key=lambda group: (-len(group.members), -group.strongest))
