@@ -143,16 +143,18 @@ def duplicates(
         if out is not None:
             as_csv = _file_format(out, output_format) is OutputFormat.csv
             write_text_atomically(out, _csv_text(groups) if as_csv else _json_text(groups))
-            stderr.print(plain(f"{_summary(groups, threshold)}: written to {out}"), highlight=False)
+            stderr.print(plain(f"{_summary(groups, threshold)}: written to {out}"), highlight=False,
+                         soft_wrap=True)
             return
     _print_groups(groups, output_format, threshold)
 
 
 def _summary(groups: list[DuplicateGroup], threshold: float) -> str:
+    percent = f"{threshold * 100:.4g}%"
     if not groups:
-        return f"no near-duplicates at {threshold:.0%} or more (a lower --min-match finds looser ones)"
+        return f"no near-duplicates at {percent} or more (a lower --min-match finds looser ones)"
     return (f"{len(groups)} groups of near-duplicates, {sum(len(g.members) for g in groups)} questions, "
-            f"at {threshold:.0%} or more")
+            f"at {percent} or more")
 
 
 def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:

@@ -55,7 +55,6 @@ class DuplicateGroup:
     vector), then by their match to it."""
 
     members: tuple[GroupMember, ...]
-    strongest: float  # the highest cosine of a pair in the group
 
     def as_json(self, number: int) -> dict[str, Any]:
         return {"group": number, "size": len(self.members),
@@ -138,34 +137,29 @@ def connected_groups(pairs: Sequence[Pair], min_cosine: float) -> list[list[int]
     return list(groups.values())
 
 
-def _ordered_group(ids: list[int], vectors: dict[int, np.ndarray], questions: dict[int, StoredQuestion],
-                   strongest: float) -> DuplicateGroup:
+def _ordered_group(ids: list[int], vectors: dict[int, np.ndarray],
+                   questions: dict[int, StoredQuestion]) -> DuplicateGroup:
     """The group's members, the one closest to the mean vector first, then by cosine to it."""
     matrix = np.stack([vectors[i] for i in ids])
     central = int(np.argmax(matrix @ matrix.mean(axis=0)))
     matches = matrix @ matrix[central]
     order = sorted(range(len(ids)), key=lambda j: (j != central, -matches[j], ids[j]))
     members = tuple(GroupMember(questions[ids[j]], max(0.0, min(1.0, float(matches[j])))) for j in order)
-    return DuplicateGroup(members, strongest)
+    return DuplicateGroup(members)
 
 
 def duplicate_groups(index: OpenIndex, min_match: float = DEFAULT_MIN_MATCH, since: str | None = None,
                      date_order: DateOrder | None = None, neighbours: int = DEFAULT_NEIGHBOURS,
                      on_progress: Progress | None = None) -> list[DuplicateGroup]:
     """The groups of near-duplicate questions of the collection (with ``since``: those that a
-    question dated on or after it belongs to), the largest first, then by their strongest pair."""
+    question dated on or after it belongs to), the largest first, then in the order their first
+    question was indexed."""
     if not 0.0 < min_match <= 1.0:
         raise SearchError(f"min match {min_match}: must be above 0 and at most 1 (100%)")
     pairs = similar_pairs(index, min_match, questions_to_check(index, since, date_order), neighbours,
                           on_progress)
-    ids_of_groups = connected_groups(pairs, min_match)
-    group_of = {i: n for n, ids in enumerate(ids_of_groups) for i in ids}
-    strongest: dict[int, float] = {}
-    for pair in pairs:
-        number = group_of[pair.first]
-        strongest[number] = max(strongest.get(number, -1.0), pair.cosine)
+    ids_of_groups = sorted(connected_groups(pairs, min_match), key=lambda ids: (-len(ids), ids[0]))
     member_ids = [i for ids in ids_of_groups for i in ids]
     vectors = index.store.vectors_of(member_ids, index.manifest.encoder.dim)
     questions = index.store.fetch(member_ids)
-    groups = [_ordered_group(ids, vectors, questions, strongest[n]) for n, ids in enumerate(ids_of_groups)]
-    return sorted(groups, key=lambda group: (-len(group.members), -group.strongest))
+    return [_ordered_group(ids, vectors, questions) for ids in ids_of_groups]

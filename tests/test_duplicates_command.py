@@ -1,0 +1,117 @@
+"""``askalike duplicates`` and ``retrieval.collection_duplicates``: near-duplicate groups across a
+whole collection, found through the index's nearest neighbours."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from helpers import assert_one_line_error, collection, index, invoke, write_jsonl
+from test_cli import assert_documented
+
+from indexer.directory import open_index
+from retrieval.collection_duplicates import Pair, connected_groups, duplicate_groups
+
+EXACT = "99.99%"  # only copies of the same text reach it, whatever the (untrained) model
+
+
+def _copy(record: dict, new_id: str, date: str) -> dict:
+    return {**record, "id": new_id, "date": date}
+
+
+@pytest.fixture(scope="module")
+def duplicated(tmp_path_factory, tiny_model):
+    """An index of 40 distinct questions dated 2024-01-01 and five copies: q3 twice before
+    March, q10 once and q20 once after."""
+    directory = tmp_path_factory.mktemp("duplicates")
+    records = [{**record, "date": "2024-01-01"} for record in collection(40)]
+    records += [_copy(records[3], "copy-3a", "2024-02-01"), _copy(records[3], "copy-3b", "2024-02-02"),
+                _copy(records[10], "copy-10", "2024-06-01"), _copy(records[20], "copy-20", "2024-07-01")]
+    source = write_jsonl(directory / "questions.jsonl", records)
+    index(source, directory / "index", tiny_model)
+    return directory / "index"
+
+
+def _ids(groups) -> list[list[str]]:
+    return [sorted(member.question.external_id for member in group.members) for group in groups]
+
+
+def test_groups_join_pairs_transitively_and_leave_weak_pairs_out():
+    pairs = [Pair(1, 2, 0.95), Pair(2, 3, 0.92), Pair(4, 5, 0.97), Pair(5, 6, 0.5), Pair(7, 8, 0.89)]
+    assert connected_groups(pairs, 0.9) == [[1, 2, 3], [4, 5]]
+    assert connected_groups(pairs, 0.96) == [[4, 5]]
+
+
+def test_the_copies_of_a_question_form_its_group_largest_first(duplicated):
+    opened = open_index(duplicated)
+    try:
+        progress: list[tuple[int, int]] = []
+        groups = duplicate_groups(opened, 0.9999, on_progress=lambda *counts: progress.append(counts))
+    finally:
+        opened.close()
+    assert _ids(groups) == [["copy-3a", "copy-3b", "q3"], ["copy-10", "q10"], ["copy-20", "q20"]]
+    assert all(member.match == pytest.approx(1.0, abs=1e-4) for group in groups for member in group.members)
+    assert progress[-1] == (44, 44)
+
+
+def test_since_checks_only_new_questions_against_the_whole_collection(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--since", "2024-03-01",
+                    "--json")
+    assert result.exit_code == 0, result.output
+    groups = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [sorted(m["id"] for m in group["members"]) for group in groups] == [["copy-10", "q10"],
+                                                                               ["copy-20", "q20"]]
+    for group in groups:
+        assert_documented(group, "duplicates --json line")
+        for member in group["members"]:
+            assert_documented(member, "duplicates --json member")
+
+
+def test_table_shows_each_group_with_ids_sources_and_dates(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "group 1: 3 questions" in result.stdout and "group 3: 2 questions" in result.stdout
+    assert "copy-3b" in result.stdout and "questions.jsonl" in result.stdout and "2024-07-01" in result.stdout
+    assert "3 groups of near-duplicates, 7 questions, at 99.99% or more" in result.stdout
+
+
+def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_path):
+    printed = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--format", "csv")
+    assert printed.exit_code == 0, printed.output
+    rows = list(csv.DictReader(io.StringIO(printed.stdout)))
+    sizes = [("1", "3")] * 3 + [("2", "2")] * 2 + [("3", "2")] * 2
+    assert [(row["group"], row["size"]) for row in rows] == sizes
+    assert {row["id"] for row in rows if row["group"] == "2"} == {"q10", "copy-10"}
+    out = tmp_path / "dups.csv"  # the table format writes a file as its suffix says
+    written = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--out", out)
+    assert written.exit_code == 0, written.output
+    assert out.read_text() == printed.stdout and written.stdout == ""
+    assert f"written to {out}" in written.stderr
+
+
+def test_no_duplicates_says_so(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--since", "2030-01-01")
+    assert result.exit_code == 0, result.output
+    assert "no near-duplicates at 99.99% or more" in result.stdout
+
+
+@pytest.mark.reliability("`duplicates` with a --min-match that is not a share, a --since that is "
+                         "not a date, an --out file of no known format, or no index",
+                         "one `error:` line naming the option, exit 2, nothing written")
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["--min-match", "lots"], r"--min-match 'lots': not a number"),
+    (["--min-match", "0"], r"--min-match '0': must be above 0"),
+    (["--min-match", "150%"], r"--min-match '150%': must be above 0 and at most 100%"),
+    (["--since", "soon"], r"since 'soon'"),
+    (["--out", "dups.txt"], r"--out dups.txt: give --format csv or json"),
+])
+def test_bad_options_are_one_line_errors(duplicated, tmp_path, monkeypatch, args, pattern):
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(invoke("duplicates", "--index", duplicated, *args), pattern)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_index_is_a_one_line_error(tmp_path):
+    assert_one_line_error(invoke("duplicates", "--index", tmp_path / "none"), r"no index here")
