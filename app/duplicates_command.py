@@ -100,15 +100,19 @@ def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
 def duplicates(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
-    min_match: Annotated[str, typer.Option(
+    min_match: Annotated[str | None, typer.Option(
         "--min-match", help="How alike two questions must be to count as duplicates: the match "
-                            "that search shows (cosine of their vectors), as 90% or 0.9.")] = "90%",
+                            "that search shows (cosine of their vectors), as 80% or 0.8.",
+        show_default="70%")] = None,
     since: Annotated[str | None, typer.Option(
         help="Only the groups of questions dated on or after this date (each compared with the "
              "whole collection): what a moderator runs daily.")] = None,
     date_format: DateFormatOption = None,
     neighbours: Annotated[int, typer.Option(
         "--neighbours", min=1, help="Nearest questions looked at per question.")] = 10,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Every question of a group at least --min-match alike to its first one: "
+                         "no chains (a like b, b like c, a unlike c), smaller and surer groups.")] = False,
     output_format: Annotated[OutputFormat, typer.Option(
         "--format", help="table: one block per group; csv: one row per question; json: one group "
                          "a line.")] = OutputFormat.table,
@@ -119,15 +123,17 @@ def duplicates(
     """List the groups of near-duplicate questions in the index, most central question first.
 
     Each question's nearest neighbours come from the index (not all pairs, so it scales to
-    100,000s of questions); pairs at least --min-match alike are joined into groups. Duplicates
-    are judged by meaning only: the vectors stored with the index, no model is loaded."""
+    100,000s of questions); pairs at least --min-match alike are joined into groups (a question
+    alike to two others joins their groups; --strict does not chain). Duplicates are judged by
+    meaning only, on the vectors stored with the index: no model is loaded, and BM25 plays no
+    part (its scores have no scale that one threshold could mean)."""
     from core.files import require_output_file, write_text_atomically
     from indexer.directory import open_index
-    from retrieval.collection_duplicates import duplicate_groups
+    from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
 
     output_format = OutputFormat.json if as_json else output_format
     with user_errors():
-        threshold = parse_min_match(min_match)
+        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match)
         if out is not None:
             require_output_file(out)
             _file_format(out, output_format)
@@ -136,7 +142,7 @@ def duplicates(
             with progress_bars(enabled=output_format is not OutputFormat.json) as progress:
                 task = progress.add_task("comparing questions", total=None)
                 groups = duplicate_groups(
-                    index, threshold, since, date_order=date_format, neighbours=neighbours,
+                    index, threshold, since, date_order=date_format, neighbours=neighbours, strict=strict,
                     on_progress=lambda done, total: progress.update(task, completed=done, total=total))
         finally:
             index.close()

@@ -7,12 +7,19 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 from helpers import assert_one_line_error, collection, index, invoke, write_jsonl
 from test_cli import assert_documented
 
 from indexer.directory import open_index
-from retrieval.collection_duplicates import Pair, connected_groups, duplicate_groups
+from retrieval.collection_duplicates import (
+    DEFAULT_MIN_MATCH,
+    Pair,
+    centred_groups,
+    connected_groups,
+    duplicate_groups,
+)
 
 EXACT = "99.99%"  # only copies of the same text reach it, whatever the (untrained) model
 
@@ -42,6 +49,26 @@ def test_groups_join_pairs_transitively_and_leave_weak_pairs_out():
     pairs = [Pair(1, 2, 0.95), Pair(2, 3, 0.92), Pair(4, 5, 0.97), Pair(5, 6, 0.5), Pair(7, 8, 0.89)]
     assert connected_groups(pairs, 0.9) == [[1, 2, 3], [4, 5]]
     assert connected_groups(pairs, 0.96) == [[4, 5]]
+
+
+def _unit(*angles: float) -> dict[int, np.ndarray]:
+    """Row id i -> the unit vector at angles[i] degrees in a plane."""
+    return {i: np.array([np.cos(np.radians(a)), np.sin(np.radians(a))], dtype=np.float32)
+            for i, a in enumerate(angles)}
+
+
+def _pairs(vectors: dict[int, np.ndarray]) -> list[Pair]:
+    return [Pair(a, b, float(vectors[a] @ vectors[b])) for a in vectors for b in vectors if a < b]
+
+
+def test_a_chain_is_split_so_that_every_member_is_alike_to_the_centre():
+    # 0..4 are 20 degrees apart (cosine 0.94 to the next, 0.77 to the one after), 5 far away:
+    # the centre, 2, keeps its neighbours; 0 and 4 are left with no partner
+    vectors = _unit(0, 20, 40, 60, 80, 200)
+    groups = centred_groups(_pairs(vectors), vectors, 0.9)
+    assert groups == [[2, 1, 3]]
+    vectors = _unit(0, 5, 10, 90, 94, 96, 300)
+    assert sorted(centred_groups(_pairs(vectors), vectors, 0.9)) == [[1, 0, 2], [4, 5, 3]]
 
 
 def test_the_copies_of_a_question_form_its_group_largest_first(duplicated):
@@ -84,11 +111,18 @@ def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_pa
     sizes = [("1", "3")] * 3 + [("2", "2")] * 2 + [("3", "2")] * 2
     assert [(row["group"], row["size"]) for row in rows] == sizes
     assert {row["id"] for row in rows if row["group"] == "2"} == {"q10", "copy-10"}
+    strict = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--format", "csv", "--strict")
+    assert strict.stdout == printed.stdout  # copies are alike to their centre: nothing to split
     out = tmp_path / "dups.csv"  # the table format writes a file as its suffix says
     written = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--out", out)
     assert written.exit_code == 0, written.output
     assert out.read_text() == printed.stdout and written.stdout == ""
     assert f"written to {out}" in written.stderr
+
+
+def test_help_shows_the_default_min_match():
+    help_text = " ".join(invoke("duplicates", "--help").stdout.split())
+    assert f"default: ({DEFAULT_MIN_MATCH:.0%})" in help_text
 
 
 def test_no_duplicates_says_so(duplicated):
