@@ -159,8 +159,8 @@ def _summary(groups: list[DuplicateGroup], threshold: float) -> str:
     percent = f"{threshold * 100:.4g}%"
     if not groups:
         return f"no near-duplicates at {percent} or more (a lower --min-match finds looser ones)"
-    return (f"{len(groups)} groups of near-duplicates, {sum(len(g.members) for g in groups)} questions, "
-            f"at {percent} or more")
+    return (f"{len(groups)} group{'s' if len(groups) > 1 else ''} of near-duplicates, "
+            f"{sum(len(g.members) for g in groups)} questions, at {percent} or more")
 
 
 def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:

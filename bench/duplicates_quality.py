@@ -57,6 +57,11 @@ class Score:
     largest: int  # questions in the largest group
 
     @property
+    def shown_precision(self) -> str:
+        """The precision as a percentage; a dash where nothing was found (no precision)."""
+        return f"{self.precision:.1%}" if self.found else "-"
+
+    @property
     def f1(self) -> float:
         total = self.precision + self.recall
         return 2 * self.precision * self.recall / total if total else 0.0
@@ -131,7 +136,7 @@ def dev_sweep(model: str, dev: CqaSplit, found: FoundPairs) -> list[list[object]
     rows = []
     for threshold in SWEEP:
         result = score(dev, found, threshold)
-        rows.append([model, f"{threshold:.0%}", result.found, f"{result.precision:.1%}",
+        rows.append([model, f"{threshold:.0%}", result.found, result.shown_precision,
                      f"{result.recall:.1%}"])
     return rows
 
@@ -157,7 +162,7 @@ def main() -> None:
                 for label, threshold in (("default", DEFAULT_MIN_MATCH), ("best F1 on dev2016", best)):
                     result = score(split, found[split.name], threshold, grouping)
                     rows.append([model, grouping, split.name, f"{threshold:.0%} ({label})", len(split.gold),
-                                 f"{base_rate:.1%}", result.found, f"{result.precision:.1%}",
+                                 f"{base_rate:.1%}", result.found, result.shown_precision,
                                  f"{result.recall:.1%}", f"{result.f1:.1%}", result.groups, result.largest])
     print(markdown_table(["model", "min match", "found", "precision", "recall"], sweep), end="\n\n")
     print(markdown_table(["model", "grouping", "split", "min match", "judged pairs", "gold duplicates",

@@ -28,6 +28,7 @@ from retrieval.searcher import SearchError, SearchFilters
 # pairs between 60 and 70% are mostly the same topic, not the same question (docs/results.md)
 DEFAULT_MIN_MATCH = 0.7
 DEFAULT_NEIGHBOURS = 10  # nearest questions looked at per question
+CENTRE_TIE = 1e-6  # closeness to the mean vector within which members count as equally central
 QUERY_CHUNK = 2048  # questions whose neighbours one FAISS call finds
 
 Progress = Callable[[int, int], None]  # (questions done, questions to do)
@@ -142,11 +143,14 @@ def connected_groups(pairs: Sequence[Pair], min_cosine: float) -> list[list[int]
 
 
 def centre_first(ids: Sequence[int], vectors: dict[int, np.ndarray]) -> tuple[list[int], np.ndarray]:
-    """``ids`` with the question closest to their mean vector first, then by their cosine to it
-    (ties by id, whatever the order given), and those cosines in that order."""
+    """``ids`` with the question closest to their mean vector first (of equally close ones, the
+    first indexed), then the others by their cosine to it (ties by id), and those cosines in
+    that order."""
     ids = sorted(ids)
     matrix = np.stack([vectors[i] for i in ids])
-    central = int(np.argmax(matrix @ matrix.mean(axis=0)))
+    closeness = matrix @ matrix.mean(axis=0)
+    # the first indexed among equally central ones (the two of a pair always are)
+    central = int(np.flatnonzero(closeness >= closeness.max() - CENTRE_TIE)[0])
     matches = matrix @ matrix[central]
     order = sorted(range(len(ids)), key=lambda j: (j != central, -matches[j], ids[j]))
     return [ids[j] for j in order], matches[order]
