@@ -149,3 +149,15 @@ def test_bad_options_are_one_line_errors(duplicated, tmp_path, monkeypatch, args
 
 def test_no_index_is_a_one_line_error(tmp_path):
     assert_one_line_error(invoke("duplicates", "--index", tmp_path / "none"), r"no index here")
+
+
+def test_groups_and_since_on_postgresql(tmp_path, tiny_model, postgres_url):
+    records = [{**record, "date": "2024-01-01"} for record in collection(20)]
+    records.append(_copy(records[5], "copy-5", "2024-06-01"))
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    index(source, tmp_path / "index", tiny_model, "--db", postgres_url)
+    result = invoke("duplicates", "--index", tmp_path / "index", "--db", postgres_url, "--min-match", EXACT,
+                    "--since", "2024-05-01", "--json")
+    assert result.exit_code == 0, result.output
+    assert [[m["id"] for m in json.loads(line)["members"]] for line in result.stdout.splitlines()] == [
+        ["q5", "copy-5"]]
