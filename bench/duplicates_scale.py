@@ -92,8 +92,10 @@ def main() -> None:
                          f"{result['seconds']:.2f}", f"{result['checked'] / result['seconds']:,.0f}",
                          f"{result['groups']:,}", f"{len(result['grouped']):,}", recall])
             print(rows[-1], flush=True)
-    body = (f"Model `{args.model}`; distinct conversation texts; {os.cpu_count()} cores; "
-            f"default --min-match ({DEFAULT_MIN_MATCH:.0%}) and {DEFAULT_NEIGHBOURS} neighbours a question; "
+    load = os.getloadavg()
+    body = (f"Model `{args.model}`; distinct conversation texts; {os.cpu_count()} cores (load average "
+            f"at the end: {load[0]:.1f} over 1 min, {load[2]:.1f} over 15 min: other jobs share them); "
+            f"default --min-match ({DEFAULT_MIN_MATCH:.0%}), {DEFAULT_NEIGHBOURS} neighbours a question; "
             "the time of `duplicate_groups` (read the stored vectors, k-NN search, grouping), the "
             "index built before. Recall: the share of the questions grouped through the flat (exact) index "
             "that this index groups too.\n\n"
