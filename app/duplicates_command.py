@@ -134,9 +134,9 @@ def duplicates(
     output_format = OutputFormat.json if as_json else output_format
     with user_errors():
         threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match)
-        if out is not None:
+        if out is not None:  # before any work
+            file_format = _file_format(out, output_format)
             require_output_file(out)
-            _file_format(out, output_format)
         index = open_index(index_dir, database)
         try:
             with progress_bars(enabled=output_format is not OutputFormat.json) as progress:
@@ -146,21 +146,22 @@ def duplicates(
                     on_progress=lambda done, total: progress.update(task, completed=done, total=total))
         finally:
             index.close()
+        summary = _summary(groups, threshold, since)
         if out is not None:
-            as_csv = _file_format(out, output_format) is OutputFormat.csv
-            write_text_atomically(out, _csv_text(groups) if as_csv else _json_text(groups))
-            stderr.print(plain(f"{_summary(groups, threshold)}: written to {out}"), highlight=False,
-                         soft_wrap=True)
+            write_text_atomically(out, _csv_text(groups) if file_format is OutputFormat.csv
+                                  else _json_text(groups))
+            stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
             return
-    _print_groups(groups, output_format, threshold)
+    _print_groups(groups, output_format, summary)
 
 
-def _summary(groups: list[DuplicateGroup], threshold: float) -> str:
-    percent = f"{threshold * 100:.4g}%"
+def _summary(groups: list[DuplicateGroup], threshold: float, since: str | None) -> str:
+    """One line: how many groups and questions, at which match (and since when)."""
+    condition = f"at {threshold * 100:.4g}% or more" + (f", dated {since} or later" if since else "")
     if not groups:
-        return f"no near-duplicates at {percent} or more (a lower --min-match finds looser ones)"
-    return (f"{len(groups)} group{'s' if len(groups) > 1 else ''} of near-duplicates, "
-            f"{sum(len(g.members) for g in groups)} questions, at {percent} or more")
+        return f"no near-duplicates {condition} (a lower --min-match finds looser ones)"
+    return (f"{len(groups):,} group{'s' if len(groups) > 1 else ''} of near-duplicates, "
+            f"{sum(len(g.members) for g in groups):,} questions, {condition}")
 
 
 def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:
@@ -173,7 +174,7 @@ def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:
     return by_suffix[out.suffix.lower()]
 
 
-def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, threshold: float) -> None:
+def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, summary: str) -> None:
     if output_format is OutputFormat.csv:
         typer.echo(_csv_text(groups), nl=False)
     elif output_format is OutputFormat.json:
@@ -184,4 +185,4 @@ def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, thr
         console = Console()
         for number, group in enumerate(groups, start=1):
             console.print(_group_table(number, group))
-        console.print(plain(_summary(groups, threshold)), highlight=False)
+        console.print(plain(summary), highlight=False)

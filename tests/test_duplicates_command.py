@@ -128,7 +128,7 @@ def test_help_shows_the_default_min_match():
 def test_no_duplicates_says_so(duplicated):
     result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--since", "2030-01-01")
     assert result.exit_code == 0, result.output
-    assert "no near-duplicates at 99.99% or more" in result.stdout
+    assert "no near-duplicates at 99.99% or more, dated 2030-01-01 or later" in result.stdout
 
 
 @pytest.mark.reliability("`duplicates` with a --min-match that is not a share, a --since that is "
