@@ -185,4 +185,4 @@ def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, sum
         console = Console()
         for number, group in enumerate(groups, start=1):
             console.print(_group_table(number, group))
-        console.print(plain(summary), highlight=False)
+        console.print(plain(summary), highlight=False, soft_wrap=True)
