@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -139,11 +141,9 @@ def duplicates(
             require_output_file(out)
         index = open_index(index_dir, database)
         try:
-            with progress_bars(enabled=output_format is not OutputFormat.json) as progress:
-                task = progress.add_task("comparing questions", total=None)
-                groups = duplicate_groups(
-                    index, threshold, since, date_order=date_format, neighbours=neighbours, strict=strict,
-                    on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+            find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
+                           neighbours=neighbours, strict=strict)
+            groups = find() if output_format is OutputFormat.json else _with_progress_bar(find)
         finally:
             index.close()
         summary = _summary(groups, threshold, since)
@@ -153,6 +153,13 @@ def duplicates(
             stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
             return
     _print_groups(groups, output_format, summary)
+
+
+def _with_progress_bar(find: Callable[..., list[DuplicateGroup]]) -> list[DuplicateGroup]:
+    """``find(on_progress=...)`` with a progress bar on stderr."""
+    with progress_bars() as progress:
+        task = progress.add_task("comparing questions", total=None)
+        return find(on_progress=lambda done, total: progress.update(task, completed=done, total=total))
 
 
 def _summary(groups: list[DuplicateGroup], threshold: float, since: str | None) -> str:
