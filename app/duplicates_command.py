@@ -20,6 +20,7 @@ from app.common import (
     app,
     json_line,
     plain,
+    printable,
     progress_bars,
     stderr,
     user_errors,
@@ -65,15 +66,17 @@ def parse_min_match(text: str) -> float:
 
 def _csv_text(groups: list[DuplicateGroup]) -> str:
     """One row per question: its group's number and size, its place in the group (1: the most
-    central), and the question."""
+    central), and the question. Control characters in the stored text are written as visible
+    escapes (``\\x1b``, ``\\n``), as every command prints them: one line per question, nothing a
+    terminal acts on."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for number, group in enumerate(groups, start=1):
         for position, member in enumerate(group.members, start=1):
             row = member.as_json()
-            writer.writerow([number, len(group.members), position, row["id"], row["source"],
-                             row["subject"], row["date"] or "", row["match"]])
+            text = [printable(row[key] or "", keep="") for key in ("id", "source", "subject", "date")]
+            writer.writerow([number, len(group.members), position, *text, row["match"]])
     return buffer.getvalue()
 
 

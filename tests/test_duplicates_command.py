@@ -6,13 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
-from helpers import ROOT, assert_one_line_error, collection, index, invoke, write_jsonl
+from helpers import ROOT, assert_one_line_error, collection, index, invoke, own_database, write_jsonl
 from test_cli import assert_documented
 
 from indexer.directory import open_index
@@ -148,6 +149,30 @@ def test_duplicates_load_no_model_and_json_shows_no_progress_bar(duplicated):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stderr.strip().splitlines()[-1]) == []
     assert len(result.stdout.splitlines()) == 3
+
+
+HOSTILE = "visa\x1b]0;pwned\x07\x1b[2J\u009b31m\u202e renewal\nfees"
+
+
+@pytest.mark.reliability("terminal control sequences, a bidi override and a line break in the "
+                         "stored subjects of duplicate questions, printed by `duplicates` as CSV, "
+                         "JSON and a table",
+                         "shown as visible escapes (`\\x1b[2J`; JSON `\\u001b`), never raw; CSV "
+                         "keeps one line per question")
+def test_control_characters_in_subjects_are_escaped_in_every_format(tmp_path, tiny_model):
+    record = {"id": "a", "subject": "visa renewal fees", "body": "how much?"}
+    source = write_jsonl(tmp_path / "questions.jsonl", [record, {**record, "id": "b"}])
+    index(source, tmp_path / "index", tiny_model)
+    with sqlite3.connect(own_database(tmp_path / "index").removeprefix("sqlite:///")) as connection:
+        connection.execute("UPDATE questions SET subject = ?", (HOSTILE,))  # as another program may
+    for output, visible in (("csv", "\\x1b[2J"), ("table", "\\x1b[2J"), ("json", "\\u001b[2J")):
+        result = invoke("duplicates", "--index", tmp_path / "index", "--format", output)
+        assert result.exit_code == 0, result.output
+        assert not {"\x1b", "\x07", "\u009b", "\u202e"} & set(result.stdout), output
+        assert visible in result.stdout.replace("\n", ""), output
+    rows = list(csv.reader(io.StringIO(invoke("duplicates", "--index", tmp_path / "index",
+                                              "--format", "csv").stdout)))
+    assert len(rows) == 3 and rows[1][5] == "visa\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e renewal\\x0afees"
 
 
 def test_no_duplicates_says_so(duplicated):
