@@ -49,9 +49,9 @@ class GroupMember:
     match: float  # cosine to the group's central member, clipped at 0 (1 for the central one)
 
     def as_json(self) -> dict[str, Any]:
-        question = self.question
+        question, date = self.question, self.question.metadata.get("date")
         return {"id": question.external_id, "source": question.source, "subject": question.subject,
-                "date": question.metadata.get("date"), "match": round(self.match, 4)}
+                "date": None if date is None else str(date), "match": round(self.match, 4)}
 
 
 @dataclass(frozen=True)
