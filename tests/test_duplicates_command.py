@@ -211,3 +211,10 @@ def test_groups_and_since_on_postgresql(tmp_path, tiny_model, postgres_url):
     assert result.exit_code == 0, result.output
     assert [[m["id"] for m in json.loads(line)["members"]] for line in result.stdout.splitlines()] == [
         ["q5", "copy-5"]]
+
+
+def test_an_emptied_index_is_a_one_line_error(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "questions.jsonl", collection(2))
+    index(source, tmp_path / "index", tiny_model)
+    assert invoke("delete", "q0", "q1", "--index", tmp_path / "index").exit_code == 0
+    assert_one_line_error(invoke("duplicates", "--index", tmp_path / "index"), r"is empty: add questions")
