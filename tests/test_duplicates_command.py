@@ -34,8 +34,8 @@ def _copy(record: dict, new_id: str, date: str) -> dict:
 
 @pytest.fixture(scope="module")
 def duplicated(tmp_path_factory, tiny_model):
-    """An index of 40 distinct questions dated 2024-01-01 and five copies: q3 twice before
-    March, q10 once and q20 once after."""
+    """An index of 40 distinct questions dated 2024-01-01 and four copies: q3's two before
+    March, q10's and q20's after."""
     directory = tmp_path_factory.mktemp("duplicates")
     records = [{**record, "date": "2024-01-01"} for record in collection(40)]
     records += [_copy(records[3], "copy-3a", "2024-02-01"), _copy(records[3], "copy-3b", "2024-02-02"),
@@ -83,6 +83,8 @@ def test_the_copies_of_a_question_form_its_group_largest_first(duplicated):
     finally:
         opened.close()
     assert _ids(groups) == [["copy-3a", "copy-3b", "q3"], ["copy-10", "q10"], ["copy-20", "q20"]]
+    # copies are equally central: the first indexed leads
+    assert [member.question.external_id for member in groups[0].members] == ["q3", "copy-3a", "copy-3b"]
     assert all(member.match == pytest.approx(1.0, abs=1e-4) for group in groups for member in group.members)
     assert progress[-1] == (44, 44)
 
