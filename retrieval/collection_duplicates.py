@@ -144,15 +144,16 @@ def connected_groups(pairs: Sequence[Pair], min_cosine: float) -> list[list[int]
 
 def centre_first(ids: Sequence[int], vectors: dict[int, np.ndarray]) -> tuple[list[int], np.ndarray]:
     """``ids`` with the question closest to their mean vector first (of equally close ones, the
-    first indexed), then the others by their cosine to it (ties by id), and those cosines in
-    that order."""
+    first indexed), then the others by their cosine to it (equal ones in the order indexed), and
+    those cosines in that order."""
     ids = sorted(ids)
     matrix = np.stack([vectors[i] for i in ids])
     closeness = matrix @ matrix.mean(axis=0)
     # the first indexed among equally central ones (the two of a pair always are)
     central = int(np.flatnonzero(closeness >= closeness.max() - CENTRE_TIE)[0])
     matches = matrix @ matrix[central]
-    order = sorted(range(len(ids)), key=lambda j: (j != central, -matches[j], ids[j]))
+    # matches equal as shown (4 decimals, as JSON gives them) in the order indexed
+    order = sorted(range(len(ids)), key=lambda j: (j != central, -round(float(matches[j]), 4), ids[j]))
     return [ids[j] for j in order], matches[order]
 
 
