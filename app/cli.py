@@ -7,7 +7,13 @@ import os
 import sys
 from typing import Any, TextIO
 
-from app import eval_commands, index_commands, search_commands, train_command  # noqa: F401 (register)
+from app import (  # noqa: F401 (register)
+    duplicates_command,
+    eval_commands,
+    index_commands,
+    search_commands,
+    train_command,
+)
 from app.common import app, message_line, stderr
 
 __all__ = ["app", "main"]

@@ -1,0 +1,198 @@
+"""``askalike duplicates``: the near-duplicate groups of a collection, a thin layer over
+``retrieval.collection_duplicates``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from enum import StrEnum
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.common import (
+    DatabaseOption,
+    DateFormatOption,
+    IndexOption,
+    app,
+    json_line,
+    plain,
+    printable,
+    progress_bars,
+    stderr,
+    user_errors,
+)
+from core.errors import UserError
+from indexer.choices import DEFAULT_INDEX_DIR
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from retrieval.collection_duplicates import DuplicateGroup
+
+CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "match")
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+class MinMatchError(UserError):
+    """A --min-match that is not a share between 0 and 100%."""
+
+
+class OutputFormatError(UserError):
+    """An --out file whose format the options do not say."""
+
+
+def parse_min_match(text: str) -> float:
+    """``--min-match`` as a fraction: ``90%`` and ``90`` (above 1: a percentage, as the match
+    column shows it) and ``0.9`` are all 0.9."""
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number)
+    except ValueError:
+        raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 90% or 0.9)") from None
+    fraction = value / 100 if text.strip().endswith("%") or value > 1 else value
+    if not 0 < fraction <= 1:
+        raise MinMatchError(f"--min-match {text!r}: must be above 0 and at most 100%")
+    return fraction
+
+
+def _csv_text(groups: list[DuplicateGroup]) -> str:
+    """One row per question: its group's number and size, its place in the group (1: the most
+    central), and the question. Control characters in the stored text are written as visible
+    escapes (``\\x1b``, ``\\n``), as every command prints them: one line per question, nothing a
+    terminal acts on."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for number, group in enumerate(groups, start=1):
+        for position, member in enumerate(group.members, start=1):
+            row = member.as_json()
+            text = [printable(row[key] or "", keep="") for key in ("id", "source", "subject", "date")]
+            writer.writerow([number, len(group.members), position, *text, row["match"]])
+    return buffer.getvalue()
+
+
+def _json_text(groups: list[DuplicateGroup]) -> str:
+    return "".join(json_line(group.as_json(number)) + "\n" for number, group in enumerate(groups, start=1))
+
+
+def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title=plain(f"group {number}: {len(group.members)} questions"), title_justify="left")
+    table.add_column("match", justify="right", no_wrap=True)
+    table.add_column("id", no_wrap=True, overflow="fold")
+    table.add_column("subject", ratio=3)
+    table.add_column("source", ratio=1, no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("date", no_wrap=True)
+    for member in group.members:
+        question = member.question
+        table.add_row(f"{member.match:>4.0%}", plain(question.external_id),
+                      plain(question.subject or " ".join(question.body.split())[:120]),
+                      plain(Path(question.source).name), plain(question.metadata.get("date") or ""))
+    return table
+
+
+@app.command("duplicates")
+def duplicates(
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
+    database: DatabaseOption = None,
+    min_match: Annotated[str | None, typer.Option(
+        "--min-match", help="How alike two questions must be to count as duplicates: the match "
+                            "that search shows (cosine of their vectors), as 80% or 0.8.",
+        show_default="70%")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="Only the groups of questions dated on or after this date (each compared with the "
+             "whole collection): what a moderator runs daily.")] = None,
+    date_format: DateFormatOption = None,
+    neighbours: Annotated[int, typer.Option(
+        "--neighbours", min=1, help="Nearest questions looked at per question.")] = 10,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Every question of a group at least --min-match alike to its first one: "
+                         "no chains (a like b, b like c, a unlike c), smaller and surer groups.")] = False,
+    output_format: Annotated[OutputFormat, typer.Option(
+        "--format", help="table: one block per group; csv: one row per question; json: one group "
+                         "a line.")] = OutputFormat.table,
+    out: Annotated[Path | None, typer.Option(help="Write the groups to this file instead of "
+                                                  "stdout.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+) -> None:
+    """List the groups of near-duplicate questions in the index, most central question first.
+
+    Each question's nearest neighbours come from the index (not all pairs, so it scales to
+    100,000s of questions); pairs at least --min-match alike are joined into groups (a question
+    alike to two others joins their groups; --strict does not chain). Duplicates are judged by
+    meaning only, on the vectors stored with the index: no model is loaded, and BM25 plays no
+    part (its scores have no scale that one threshold could mean)."""
+    from core.files import require_output_file, write_text_atomically
+    from indexer.directory import open_index
+    from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
+
+    output_format = OutputFormat.json if as_json else output_format
+    with user_errors():
+        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match)
+        if out is not None:  # before any work
+            file_format = _file_format(out, output_format)
+            require_output_file(out)
+        index = open_index(index_dir, database)
+        try:
+            find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
+                           neighbours=neighbours, strict=strict)
+            groups = find() if output_format is OutputFormat.json else _with_progress_bar(find)
+        finally:
+            index.close()
+        summary = _summary(groups, threshold, since)
+        if out is not None:
+            write_text_atomically(out, _csv_text(groups) if file_format is OutputFormat.csv
+                                  else _json_text(groups))
+            stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
+            return
+    _print_groups(groups, output_format, summary)
+
+
+def _with_progress_bar(find: Callable[..., list[DuplicateGroup]]) -> list[DuplicateGroup]:
+    """``find(on_progress=...)`` with a progress bar on stderr."""
+    with progress_bars() as progress:
+        task = progress.add_task("comparing questions", total=None)
+        return find(on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def _summary(groups: list[DuplicateGroup], threshold: float, since: str | None) -> str:
+    """One line: how many groups and questions, at which match (and since when)."""
+    condition = f"at {threshold * 100:.4g}% or more" + (f", dated {since} or later" if since else "")
+    if not groups:
+        return f"no near-duplicates {condition} (a lower --min-match finds looser ones)"
+    return (f"{len(groups):,} group{'s' if len(groups) > 1 else ''} of near-duplicates, "
+            f"{sum(len(g.members) for g in groups):,} questions, {condition}")
+
+
+def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:
+    """What --out is written as: --format csv or json, or for the table the file's suffix says."""
+    if output_format is not OutputFormat.table:
+        return output_format
+    by_suffix = {".csv": OutputFormat.csv, ".json": OutputFormat.json, ".jsonl": OutputFormat.json}
+    if out.suffix.lower() not in by_suffix:
+        raise OutputFormatError(f"--out {out}: give --format csv or json (or a .csv or .json file)")
+    return by_suffix[out.suffix.lower()]
+
+
+def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, summary: str) -> None:
+    if output_format is OutputFormat.csv:
+        typer.echo(_csv_text(groups), nl=False)
+    elif output_format is OutputFormat.json:
+        typer.echo(_json_text(groups), nl=False)
+    else:
+        from rich.console import Console
+
+        console = Console()
+        for number, group in enumerate(groups, start=1):
+            console.print(_group_table(number, group))
+        console.print(plain(summary), highlight=False, soft_wrap=True)

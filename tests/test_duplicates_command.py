@@ -1,0 +1,222 @@
+"""``askalike duplicates`` and ``retrieval.collection_duplicates``: near-duplicate groups across a
+whole collection, found through the index's nearest neighbours."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from helpers import ROOT, assert_one_line_error, collection, index, invoke, own_database, write_jsonl
+from test_cli import assert_documented
+
+from indexer.directory import open_index
+from retrieval.collection_duplicates import (
+    DEFAULT_MIN_MATCH,
+    Pair,
+    centred_groups,
+    connected_groups,
+    duplicate_groups,
+)
+
+EXACT = "99.99%"  # only copies of the same text reach it, whatever the (untrained) model
+
+
+def _copy(record: dict, new_id: str, date: str) -> dict:
+    return {**record, "id": new_id, "date": date}
+
+
+@pytest.fixture(scope="module")
+def duplicated(tmp_path_factory, tiny_model):
+    """An index of 40 distinct questions dated 2024-01-01 and four copies: q3's two before
+    March, q10's and q20's after."""
+    directory = tmp_path_factory.mktemp("duplicates")
+    records = [{**record, "date": "2024-01-01"} for record in collection(40)]
+    records += [_copy(records[3], "copy-3a", "2024-02-01"), _copy(records[3], "copy-3b", "2024-02-02"),
+                _copy(records[10], "copy-10", "2024-06-01"), _copy(records[20], "copy-20", "2024-07-01")]
+    source = write_jsonl(directory / "questions.jsonl", records)
+    index(source, directory / "index", tiny_model)
+    return directory / "index"
+
+
+def _ids(groups) -> list[list[str]]:
+    return [sorted(member.question.external_id for member in group.members) for group in groups]
+
+
+def test_groups_join_pairs_transitively_and_leave_weak_pairs_out():
+    pairs = [Pair(1, 2, 0.95), Pair(2, 3, 0.92), Pair(4, 5, 0.97), Pair(5, 6, 0.5), Pair(7, 8, 0.89)]
+    assert connected_groups(pairs, 0.9) == [[1, 2, 3], [4, 5]]
+    assert connected_groups(pairs, 0.96) == [[4, 5]]
+
+
+def _unit(*angles: float) -> dict[int, np.ndarray]:
+    """Row id i -> the unit vector at angles[i] degrees in a plane."""
+    return {i: np.array([np.cos(np.radians(a)), np.sin(np.radians(a))], dtype=np.float32)
+            for i, a in enumerate(angles)}
+
+
+def _pairs(vectors: dict[int, np.ndarray]) -> list[Pair]:
+    return [Pair(a, b, float(vectors[a] @ vectors[b])) for a in vectors for b in vectors if a < b]
+
+
+def test_a_chain_is_split_so_that_every_member_is_alike_to_the_centre():
+    # 0..4 are 20 degrees apart (cosine 0.94 to the next, 0.77 to the one after), 5 far away:
+    # the centre, 2, keeps its neighbours; 0 and 4 are left with no partner
+    vectors = _unit(0, 20, 40, 60, 80, 200)
+    groups = centred_groups(_pairs(vectors), vectors, 0.9)
+    assert groups == [[2, 1, 3]]
+    vectors = _unit(0, 5, 10, 90, 94, 96, 300)
+    assert sorted(centred_groups(_pairs(vectors), vectors, 0.9)) == [[1, 0, 2], [4, 5, 3]]
+
+
+def test_the_copies_of_a_question_form_its_group_largest_first(duplicated):
+    opened = open_index(duplicated)
+    try:
+        progress: list[tuple[int, int]] = []
+        groups = duplicate_groups(opened, 0.9999, on_progress=lambda *counts: progress.append(counts))
+    finally:
+        opened.close()
+    assert _ids(groups) == [["copy-3a", "copy-3b", "q3"], ["copy-10", "q10"], ["copy-20", "q20"]]
+    # copies are equally central: the first indexed leads
+    assert [member.question.external_id for member in groups[0].members] == ["q3", "copy-3a", "copy-3b"]
+    assert all(member.match == pytest.approx(1.0, abs=1e-4) for group in groups for member in group.members)
+    assert progress[-1] == (44, 44)
+
+
+def test_since_checks_only_new_questions_against_the_whole_collection(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--since", "2024-03-01",
+                    "--json")
+    assert result.exit_code == 0, result.output
+    groups = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [sorted(m["id"] for m in group["members"]) for group in groups] == [["copy-10", "q10"],
+                                                                               ["copy-20", "q20"]]
+    for group in groups:
+        assert_documented(group, "duplicates --json line")
+        for member in group["members"]:
+            assert_documented(member, "duplicates --json member")
+
+
+def test_table_shows_each_group_with_ids_sources_and_dates(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "group 1: 3 questions" in result.stdout and "group 3: 2 questions" in result.stdout
+    assert "copy-3b" in result.stdout and "questions.jsonl" in result.stdout and "2024-07-01" in result.stdout
+    assert "3 groups of near-duplicates, 7 questions, at 99.99% or more" in result.stdout
+
+
+def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_path):
+    printed = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--format", "csv")
+    assert printed.exit_code == 0, printed.output
+    rows = list(csv.DictReader(io.StringIO(printed.stdout)))
+    sizes = [("1", "3")] * 3 + [("2", "2")] * 2 + [("3", "2")] * 2
+    assert [(row["group"], row["size"]) for row in rows] == sizes
+    assert {row["id"] for row in rows if row["group"] == "2"} == {"q10", "copy-10"}
+    strict = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--format", "csv", "--strict")
+    assert strict.stdout == printed.stdout  # copies are alike to their centre: nothing to split
+    out = tmp_path / "dups.csv"  # the table format writes a file as its suffix says
+    written = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--out", out)
+    assert written.exit_code == 0, written.output
+    assert out.read_text() == printed.stdout and written.stdout == ""
+    assert f"written to {out}" in written.stderr
+
+
+def test_help_shows_the_default_min_match():
+    help_text = " ".join(invoke("duplicates", "--help").stdout.split())
+    assert f"default: ({DEFAULT_MIN_MATCH:.0%})" in help_text
+
+
+NOTHING_HEAVY = textwrap.dedent("""
+    import json, sys
+    from app.cli import main
+    sys.argv = ["askalike", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as exit:
+        assert not exit.code, exit.code
+    print(json.dumps([name for name in ("torch", "onnxruntime", "transformers", "rich.progress")
+                      if name in sys.modules]), file=sys.stderr)
+""")
+
+
+def test_duplicates_load_no_model_and_json_shows_no_progress_bar(duplicated):
+    result = subprocess.run([sys.executable, "-c", NOTHING_HEAVY, "duplicates", "--index", str(duplicated),
+                             "--min-match", EXACT, "--json"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stderr.strip().splitlines()[-1]) == []
+    assert len(result.stdout.splitlines()) == 3
+
+
+HOSTILE = "visa\x1b]0;pwned\x07\x1b[2J\u009b31m\u202e renewal\nfees"
+
+
+@pytest.mark.reliability("terminal control sequences, a bidi override and a line break in the "
+                         "stored subjects of duplicate questions, printed by `duplicates` as CSV, "
+                         "JSON and a table",
+                         "shown as visible escapes (`\\x1b[2J`; JSON `\\u001b`), never raw; CSV "
+                         "keeps one line per question")
+def test_control_characters_in_subjects_are_escaped_in_every_format(tmp_path, tiny_model):
+    record = {"id": "a", "subject": "visa renewal fees", "body": "how much?"}
+    source = write_jsonl(tmp_path / "questions.jsonl", [record, {**record, "id": "b"}])
+    index(source, tmp_path / "index", tiny_model)
+    with sqlite3.connect(own_database(tmp_path / "index").removeprefix("sqlite:///")) as connection:
+        connection.execute("UPDATE questions SET subject = ?", (HOSTILE,))  # as another program may
+    for output, visible in (("csv", "\\x1b[2J"), ("table", "\\x1b[2J"), ("json", "\\u001b[2J")):
+        result = invoke("duplicates", "--index", tmp_path / "index", "--format", output)
+        assert result.exit_code == 0, result.output
+        assert not {"\x1b", "\x07", "\u009b", "\u202e"} & set(result.stdout), output
+        assert visible in result.stdout.replace("\n", ""), output
+    rows = list(csv.reader(io.StringIO(invoke("duplicates", "--index", tmp_path / "index",
+                                              "--format", "csv").stdout)))
+    assert len(rows) == 3 and rows[1][5] == "visa\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e renewal\\x0afees"
+
+
+def test_no_duplicates_says_so(duplicated):
+    result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--since", "2030-01-01")
+    assert result.exit_code == 0, result.output
+    assert "no near-duplicates at 99.99% or more, dated 2030-01-01 or later" in result.stdout
+
+
+@pytest.mark.reliability("`duplicates` with a --min-match that is not a share, a --since that is "
+                         "not a date, an --out file of no known format, or no index",
+                         "one `error:` line naming the option, exit 2, nothing written")
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["--min-match", "lots"], r"--min-match 'lots': not a number"),
+    (["--min-match", "0"], r"--min-match '0': must be above 0"),
+    (["--min-match", "150%"], r"--min-match '150%': must be above 0 and at most 100%"),
+    (["--since", "soon"], r"since 'soon'"),
+    (["--out", "dups.txt"], r"--out dups.txt: give --format csv or json"),
+])
+def test_bad_options_are_one_line_errors(duplicated, tmp_path, monkeypatch, args, pattern):
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(invoke("duplicates", "--index", duplicated, *args), pattern)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_index_is_a_one_line_error(tmp_path):
+    assert_one_line_error(invoke("duplicates", "--index", tmp_path / "none"), r"no index here")
+
+
+def test_groups_and_since_on_postgresql(tmp_path, tiny_model, postgres_url):
+    records = [{**record, "date": "2024-01-01"} for record in collection(20)]
+    records.append(_copy(records[5], "copy-5", "2024-06-01"))
+    source = write_jsonl(tmp_path / "questions.jsonl", records)
+    index(source, tmp_path / "index", tiny_model, "--db", postgres_url)
+    result = invoke("duplicates", "--index", tmp_path / "index", "--db", postgres_url, "--min-match", EXACT,
+                    "--since", "2024-05-01", "--json")
+    assert result.exit_code == 0, result.output
+    assert [[m["id"] for m in json.loads(line)["members"]] for line in result.stdout.splitlines()] == [
+        ["q5", "copy-5"]]
+
+
+def test_an_emptied_index_is_a_one_line_error(tmp_path, tiny_model):
+    source = write_jsonl(tmp_path / "questions.jsonl", collection(2))
+    index(source, tmp_path / "index", tiny_model)
+    assert invoke("delete", "q0", "q1", "--index", tmp_path / "index").exit_code == 0
+    assert_one_line_error(invoke("duplicates", "--index", tmp_path / "index"), r"is empty: add questions")
