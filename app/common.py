@@ -171,7 +171,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        stderr.print(message_line("error", str(err)), highlight=False, soft_wrap=True)
+        for line in err.lines():
+            stderr.print(message_line("error", line), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

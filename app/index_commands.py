@@ -56,8 +56,19 @@ def index(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what the run would add, re-embed and (with --prune) remove, and "
                           "change nothing.")] = False,
-    on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
-                                                   "or skip it and go on.")] = OnError.stop,
+    on_error: Annotated[OnError, typer.Option(help="On bad rows: stop before storing anything (naming "
+                                                   "every bad row, the first 20 in full), or skip them "
+                                                   "and go on.")] = OnError.stop,
+    id_column: Annotated[str | None, typer.Option(
+        "--id-column", help="The column (JSON key) holding each question's id.",
+        show_default="id; a CSV/TSV file without it: ids made from each question's text")] = None,
+    text_columns: Annotated[list[str] | None, typer.Option(
+        "--text-column", help="A column holding question text; repeat it for several: the first is "
+                              "the subject, the others are joined as the body.",
+        show_default="the first of subject, title, question, text; and body")] = None,
+    metadata_columns: Annotated[list[str] | None, typer.Option(
+        "--metadata-column", help="A column to keep as metadata (e.g. category, date); repeat it "
+                                  "for several.", show_default="every other column")] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
     commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
                                                           "the most an interrupt can cost.")] = 2048,
@@ -77,6 +88,7 @@ def index(
     from dataclasses import asdict
 
     from indexer.build import IndexOptions, index_sources, plan_sources
+    from indexer.sources import Columns
 
     if threads is not None:
         import faiss
@@ -85,7 +97,9 @@ def index(
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads,
                            engine=engine, ray_address=ray_address, date_order=date_format,
-                           confirm_prune=_prune_confirmation(yes))
+                           confirm_prune=_prune_confirmation(yes),
+                           columns=Columns(id_column, tuple(text_columns or ()),
+                                           tuple(metadata_columns) if metadata_columns else None))
     with user_errors():
         report = (plan_sources(index_dir, sources or [], database, options) if dry_run
                   else index_sources(index_dir, sources or [], model and exported(model), database, options))
