@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.common import (
+    MODEL_HELP,
     DataDirOption,
     JsonOption,
     ModelOption,
@@ -20,6 +21,7 @@ from app.common import (
     plain,
     print_figures,
     progress_bars,
+    shipped_models,
     user_errors,
 )
 from core.data_dir import CQA_SPLITS
@@ -72,7 +74,7 @@ def eval_cqa(
     split: Annotated[list[Split], typer.Option(help="CQA split; repeat for several.")],
     system: Annotated[list[System] | None, typer.Option(help="Baseline; repeat for several.")] = None,
     model: Annotated[list[str] | None, typer.Option(
-        help="Rank by cosine with this model (a directory or pretrained:NAME); repeatable.")] = None,
+        help=f"Rank with this model: {MODEL_HELP} Repeatable.", callback=shipped_models)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
                                                   "(one split and one system or model only).")] = None,

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from app.common import (
+    MODEL_HELP,
     DatabaseOption,
     DateFormatOption,
     IndexOption,
@@ -21,6 +22,7 @@ from app.common import (
     plain,
     print_figures,
     printable,
+    shipped_models,
     stderr,
     user_errors,
 )
@@ -42,8 +44,8 @@ def index(
              "is only brought up to date, e.g. with --model NEWPATH when its model directory moved.",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="A model directory or pretrained:NAME.",
-        show_default="the index's own; for a new index the shipped models/accurate")] = None,
+        "--model", help=MODEL_HELP, callback=shipped_models,
+        show_default="the index's own; for a new index accurate")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     index_type: Annotated[str | None, IndexType] = None,
