@@ -231,6 +231,12 @@ def print_figures(title: str, figures: dict, as_json: bool) -> None:
     Console().print(table)
 
 
+def print_lines(lines: list[str]) -> None:
+    """A summary's lines on stdout, control characters escaped."""
+    for line in lines:
+        typer.echo(printable(line, keep=""))
+
+
 def progress_bars(enabled: bool = True) -> Progress:
     """Progress bars on stderr, so that stdout holds only results; off (``enabled`` False) in
     ``--json`` mode. Use as a context manager and add a task per long step."""

@@ -24,6 +24,7 @@ from app.common import (
     shipped_models,
     user_errors,
 )
+from app.summaries import model_label
 from core.data_dir import CQA_SPLITS
 from core.model_dir import DEFAULT_MODEL
 from retrieval.baselines import BASELINES
@@ -54,19 +55,16 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
     return load_encoder(exported(spec))
 
 
-def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
+def _reranker(spec: str, mode: SearchMode | None, use_torch: bool) -> Reranker:
+    """``spec``'s reranker in ``mode`` (None: the model's own default, as search takes)."""
     from retrieval.reranker import Reranker
 
     return Reranker.for_model(spec, mode, _encoder(spec, use_torch) if mode != SearchMode.lexical else None)
 
 
-def _system_name(spec: str, mode: SearchMode) -> str:
-    return spec if mode == SearchMode.dense else f"{spec}+{mode}"
-
-
-def _summary_json(evaluation: CqaEvaluation) -> str:
+def _summary_json(evaluation: CqaEvaluation, mode: SearchMode | None) -> str:
     return json.dumps({"split": evaluation.split, "system": evaluation.system,
-                       **evaluation.report.summary()})
+                       "mode": None if mode is None else str(mode), **evaluation.report.summary()})
 
 
 @eval_app.command("cqa")
@@ -80,7 +78,9 @@ def eval_cqa(
                                                   "(one split and one system or model only).")] = None,
     mode: Annotated[list[SearchMode] | None, typer.Option(
         help="How --model ranks: cosine (dense), BM25 (lexical) or both fused (hybrid, with the "
-             "model's dense weight tuned on dev 2016); repeatable.", show_default="dense")] = None,
+             "model's dense weight tuned on dev 2016); repeatable.",
+        show_default="hybrid when the model's tuned hybrid weight says words help, else dense: "
+                     "as search")] = None,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
@@ -103,41 +103,45 @@ def eval_cqa(
         if out is not None:
             require_output_file(out)
         root = resolve_data_dir(data_dir)
-        rerankers = {_system_name(spec, chosen): _reranker(spec, chosen, use_torch)
-                     for spec in models for chosen in (mode or [SearchMode.dense])}
-        evaluations = []
+        runs = [(spec, _reranker(spec, chosen, use_torch)) for spec in models for chosen in (mode or [None])]
+        evaluations: list[tuple[CqaEvaluation, SearchMode | None]] = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
             for system_name in systems:
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
-                evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
-            for spec, reranker in rerankers.items():
-                task = progress.add_task(markup_safe(f"{split_name.value} · {spec}"),
+                evaluations.append((evaluate_scores(cqa_split, system_name.value, scores), None))
+            for spec, reranker in runs:
+                name = model_label(spec)
+                task = progress.add_task(markup_safe(f"{split_name.value} · {name}"),
                                          total=len(cqa_split.questions))
                 scores = reranker.scores(cqa_split.questions,
                                          on_progress=lambda n, task=task: progress.advance(task, n))
-                evaluations.append(evaluate_scores(cqa_split, spec, scores))
+                evaluations.append((evaluate_scores(cqa_split, name, scores), reranker.mode))
         if out is not None:
-            write_cqa_run(out, evaluations[0].predictions)
+            write_cqa_run(out, evaluations[0][0].predictions)
     if as_json:
-        for evaluation in evaluations:
-            typer.echo(_summary_json(evaluation))
+        for evaluation, ranked_by in evaluations:
+            typer.echo(_summary_json(evaluation, ranked_by))
     elif len(evaluations) == 1:
-        typer.echo(format_report(evaluations[0].report))
+        evaluation, ranked_by = evaluations[0]
+        typer.echo(plain(f"{evaluation.split} · {evaluation.system}"
+                         + (f" ({ranked_by} mode)" if ranked_by else "")))
+        typer.echo(format_report(evaluation.report))
     else:
         Console().print(_summary_table(evaluations))
 
 
-def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
+def _summary_table(evaluations: list[tuple[CqaEvaluation, SearchMode | None]]) -> Table:
     from rich.table import Table
 
-    table = Table(title="CQA subtask B (MAP and AvgRec as fractions, MRR x100)")
-    for column in ("split", "system", "MAP", "AvgRec", "MRR", "queries"):
-        table.add_column(column, justify="left" if column in ("split", "system") else "right")
-    for evaluation in evaluations:
+    table = Table(title="CQA subtask B (MAP, AvgRec and MRR x100)")
+    for column in ("split", "system", "mode", "MAP", "AvgRec", "MRR", "queries"):
+        table.add_column(column, justify="left" if column in ("split", "system", "mode") else "right")
+    for evaluation, ranked_by in evaluations:
         scores = evaluation.report.system
-        table.add_row(evaluation.split, plain(evaluation.system), f"{scores.map:.4f}",
-                      f"{scores.avgrec:.4f}", f"{scores.mrr:.2f}", str(evaluation.report.n_queries))
+        table.add_row(evaluation.split, plain(evaluation.system), str(ranked_by or ""),
+                      f"{100 * scores.map:.2f}", f"{100 * scores.avgrec:.2f}", f"{scores.mrr:.2f}",
+                      str(evaluation.report.n_queries))
     return table
 
 

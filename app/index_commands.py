@@ -20,7 +20,7 @@ from app.common import (
     exported,
     message_line,
     plain,
-    print_figures,
+    print_lines,
     printable,
     shipped_models,
     stderr,
@@ -89,6 +89,7 @@ def index(
     """Index question collections: new and changed questions are embedded, the rest kept."""
     from dataclasses import asdict
 
+    from app.summaries import index_summary
     from indexer.build import IndexOptions, index_sources, plan_sources
     from indexer.sources import Columns
 
@@ -112,16 +113,13 @@ def index(
     if report.model_moved_from:
         stderr.print(plain(f"the index's model is now {report.model} (the same weights; recorded "
                            f"before at {report.model_moved_from})"), highlight=False, soft_wrap=True)
-    figures = {**asdict(report), "skipped": len(report.skipped),
-               "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
-        typer.echo(json.dumps(figures))
+        typer.echo(json.dumps({**asdict(report), "skipped": len(report.skipped),
+                               "questions_per_s": round(report.questions_per_s, 1)}))
         return
     for question in report.would_remove:
         typer.echo(printable(f"would remove {question}", keep=""))
-    del figures["would_remove"], figures["warnings"], figures["model_moved_from"]
-    title = f"Dry run: nothing written to {index_dir}" if dry_run else f"Indexed into {index_dir}"
-    print_figures(title, figures, as_json=False)
+    print_lines(index_summary(report))
 
 
 def _prune_confirmation(yes: bool) -> Callable[[str], bool] | None:
@@ -138,27 +136,39 @@ def delete(
     ids: Annotated[list[str], typer.Argument(help="The ids of the questions, as in your source files.")],
     source: Annotated[str | None, typer.Option(help="Only from this source (file name or path), for "
                                                     "an id that several sources use.")] = None,
+    exclude: Annotated[bool, typer.Option(
+        "--exclude", help="Keep them out of later index runs of their source file (without it, "
+                          "indexing a file that still holds them adds them again).")] = False,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove questions from the index by their ids; all or nothing."""
+    """Remove questions from the index by their ids; all or nothing. Indexing their source file
+    again adds them back while it holds them, unless they are deleted with --exclude."""
+    from app.summaries import delete_summary
     from indexer.build import delete_questions
 
     with user_errors():
-        removed = delete_questions(index_dir, ids, source, database)
-    print_figures(f"Deleted from {index_dir}", {"deleted": removed}, as_json)
+        removed = delete_questions(index_dir, ids, source, database, exclude)
+    if as_json:
+        typer.echo(json.dumps({"deleted": removed, "excluded": removed if exclude else 0}))
+    else:
+        print_lines(delete_summary(str(index_dir), removed, exclude))
 
 
 @app.command("index-info")
 def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: DatabaseOption = None,
                        as_json: JsonOption = False) -> None:
     """Counts, model, index type and size on disk of an index."""
+    from app.summaries import info_summary
     from indexer.directory import index_info
 
     with user_errors():
         info = index_info(index_dir, database)
-    print_figures(f"Index {index_dir}", info, as_json)
+    if as_json:
+        typer.echo(json.dumps(info))
+    else:
+        print_lines(info_summary(info))
 
 
 @app.command("check")

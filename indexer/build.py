@@ -89,6 +89,8 @@ class IndexReport:
     metadata_updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    excluded: int = 0  # left out: deleted from their source with --exclude
+    sources: dict[str, int] = field(default_factory=dict)  # questions read from each source
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
     warnings: list[str] = field(default_factory=list)  # sources and dates that may not be what was meant
     undated: int = 0  # questions whose date is not a date (the first DATE_WARNINGS_KEPT are in warnings)
@@ -128,15 +130,21 @@ class _Chunk:
     pending: list[_Pending]
     field_edits: list[tuple[int, SourceQuestion]]
     unchanged: int
+    excluded: int = 0
 
 
 def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> _Chunk:
-    """A chunk of ``source``'s questions compared with the store (None: an index not created yet)."""
-    stored = {} if store is None else store.questions_with_ids(source, [q.external_id for q in questions])
+    """A chunk of ``source``'s questions compared with the store (None: an index not created yet);
+    those deleted with --exclude are left out."""
+    ids = [q.external_id for q in questions]
+    stored = {} if store is None else store.questions_with_ids(source, ids)
+    excluded = set() if store is None else store.excluded_ids(source, ids)
     chunk = _Chunk([], [], 0)
     for question in questions:
         existing = stored.get(question.external_id)
-        if existing is None:
+        if question.external_id in excluded:
+            chunk.excluded += 1
+        elif existing is None:
             chunk.pending.append(_Pending(source, question, None))
         elif existing.content_hash != question.content_hash:
             chunk.pending.append(_Pending(source, question, existing.id))
@@ -173,6 +181,7 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
                     report.reembedded += sum(p.row_id is not None for p in chunk.pending)
                     report.metadata_updated += len(chunk.field_edits)
                     report.unchanged += chunk.unchanged
+                    report.excluded += chunk.excluded
                     progress.advance(task, len(questions))
             except DataError as err:
                 if options.on_error is OnError.skip:
@@ -180,7 +189,8 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
                 failures.append(err)
     if failures:
         raise bad_rows(failures)
-    report.read = sum(len(source.ids) for _, source in files)
+    report.sources = {name: len(source.ids) for name, source in files}
+    report.read = sum(report.sources.values())
     report.warnings += overlaps.warnings(files) + _made_id_warnings(files) + _date_warnings(files)
     report.undated = sum(source.undated for _, source in files)
     return files
@@ -341,10 +351,11 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
 
 
 def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
-                     database: str | None = None) -> int:
+                     database: str | None = None, exclude: bool = False) -> int:
     """Remove questions by the user's ids (from ``source`` only, a file name or path, when given)
     and update the index files. Every id must name exactly one stored question, else nothing is
-    removed; returns how many were."""
+    removed; returns how many were. ``exclude``: later index runs of their source leave them out
+    (else a run of a file that still holds them adds them again)."""
     if read_manifest(index_dir) is None:  # checked before the lock, which would create the directory
         raise _nothing_to_delete(index_dir)
     with index_lock(index_dir):
@@ -369,7 +380,9 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
                 name, rows = next(iter(ambiguous.items()))
                 raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
                                  "name one with --source; nothing deleted")
-            removed = store.delete([rows[0][0] for rows in matches.values()])
+            chosen = {name: rows[0] for name, rows in matches.items()}  # (row id, source) by id
+            kept_out = [(source_of, name) for name, (_, source_of) in chosen.items()] if exclude else []
+            removed = store.delete([row_id for row_id, _ in chosen.values()], kept_out)
             sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url, manifest)
             return removed
 
@@ -434,6 +447,7 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         store.claim(this_index)
         moved_from = store.bind_encoder(identity)
         report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
+                             excluded=survey.excluded, sources=survey.sources,
                              skipped=[str(p) for p in problems], warnings=survey.warnings,
                              undated=survey.undated, model_moved_from=moved_from or "")
         generation_before = store.generation()
