@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -244,6 +244,18 @@ def progress_bars(enabled: bool = True) -> Progress:
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeRemainingColumn(), console=stderr, disable=not enabled, transient=True)
+
+
+@contextmanager
+def steps_shown(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr with the step under way and the time it has taken, for work without
+    a count to show (fitting, loading); yields the function that names the next step."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=stderr, disable=not enabled, transient=True) as progress:
+        task = progress.add_task("starting", total=None)
+        yield lambda what: progress.update(task, description=what)
 
 
 def flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -20,8 +20,10 @@ from app.common import (
     markup_safe,
     plain,
     print_figures,
+    print_lines,
     progress_bars,
     shipped_models,
+    steps_shown,
     user_errors,
 )
 from app.summaries import model_label
@@ -172,15 +174,19 @@ def eval_sts(
     data_dir: DataDirOption = None,
 ) -> None:
     """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
+    from app.summaries import sts_summary
     from core.data_dir import resolve_data_dir
     from core.sts_evaluation import evaluate_stsb
 
     if split not in ("dev", "test"):
         raise typer.BadParameter("--split is dev or test")
-    with user_errors():
-        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned)
-    print_figures(f"STS Benchmark {split} ({'tuned' if tuned else 'raw'}): {model}",
-                   {"model": model, **figures}, as_json)
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"loading {model_label(model)}")
+        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned, step)
+    if as_json:
+        typer.echo(json.dumps({"model": model, **figures}))
+    else:
+        print_lines(sts_summary(figures, model))
 
 
 @eval_app.command("response")
@@ -193,7 +199,8 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
     from train.evaluation import response_precision
     from train.trained_model import load_model  # the response head is part of the torch model
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"response selection with {model_label(model)}")
         root = resolve_data_dir(data_dir)
         loaded = load_model(model)
         figures: dict[str, object] = {"model": model}
@@ -212,7 +219,8 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
     from train.evaluation import nli_accuracy
     from train.trained_model import load_model  # the NLI head is part of the torch model
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"SNLI test with {model_label(model)}")
         pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
         try:
             figures = nli_accuracy(load_model(model), pairs)
@@ -228,7 +236,8 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
     from core.data_dir import resolve_data_dir
     from core.sts_evaluation import evaluate_transfer
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"STS 2012-2016 and SICK-R with {model_label(model)}")
         figures = evaluate_transfer(_encoder(model, use_torch), resolve_data_dir(data_dir))
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
@@ -253,7 +262,8 @@ def eval_card(
     from core.model_dir import read_model_config
     from retrieval.model_card import model_figures, record_figures
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"STS Benchmark and CQA figures of {model_label(model)}")
         if write:
             read_model_config(Path(model))  # before the work: --write needs a model directory
         figures = model_figures(_encoder(model, use_torch), resolve_data_dir(data_dir), with_test)
