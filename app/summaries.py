@@ -30,7 +30,9 @@ def model_label(model: str) -> str:
 
 
 def megabytes(size: int) -> str:
-    return f"{size / 1e6:,.1f} MB" if size >= 1e6 else f"{size / 1e6:.2g} MB"
+    if size >= 1e6:
+        return f"{size / 1e6:,.1f} MB"
+    return f"{size / 1e6:.2f} MB" if size >= 5e3 else "< 0.01 MB"
 
 
 def duration(seconds: float) -> str:
