@@ -137,11 +137,14 @@ def _summary_table(evaluations: list[tuple[CqaEvaluation, SearchMode | None]]) -
     from rich.table import Table
 
     table = Table(title="CQA subtask B (MAP, AvgRec and MRR x100)")
-    for column in ("split", "system", "mode", "MAP", "AvgRec", "MRR", "queries"):
-        table.add_column(column, justify="left" if column in ("split", "system", "mode") else "right")
+    with_mode = any(ranked_by for _, ranked_by in evaluations)  # a model's row: name how it ranked
+    named = ("split", "system", "mode") if with_mode else ("split", "system")
+    for column in (*named, "MAP", "AvgRec", "MRR", "queries"):
+        table.add_column(column, justify="left" if column in named else "right")
     for evaluation, ranked_by in evaluations:
         scores = evaluation.report.system
-        table.add_row(evaluation.split, plain(evaluation.system), str(ranked_by or ""),
+        mode = [str(ranked_by or "")] if with_mode else []
+        table.add_row(evaluation.split, plain(evaluation.system), *mode,
                       f"{100 * scores.map:.2f}", f"{100 * scores.avgrec:.2f}", f"{scores.mrr:.2f}",
                       str(evaluation.report.n_queries))
     return table
