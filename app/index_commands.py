@@ -55,6 +55,9 @@ def index(
         "--yes", "-y", help="Confirm a --prune that removes more than half of the index (asked "
                             "when interactive, refused otherwise).")] = False,
     date_format: DateFormatOption = None,
+    readmit: Annotated[bool, typer.Option(
+        "--readmit", help="Index again the questions of SOURCES that were deleted with "
+                          "`delete --exclude`.")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what the run would add, re-embed and (with --prune) remove, and "
                           "change nothing.")] = False,
@@ -100,7 +103,7 @@ def index(
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads,
                            engine=engine, ray_address=ray_address, date_order=date_format,
-                           confirm_prune=_prune_confirmation(yes),
+                           confirm_prune=_prune_confirmation(yes), readmit=readmit,
                            columns=Columns(id_column, tuple(text_columns or ()),
                                            tuple(metadata_columns) if metadata_columns else None))
     with user_errors():

@@ -73,6 +73,7 @@ class IndexOptions:
     ray_address: str | None = None  # --engine ray: None joins $RAY_ADDRESS or starts a local Ray
     date_order: DateOrder | None = None  # how to read 10/01/2024; None: only unambiguous dates
     columns: Columns = field(default_factory=Columns)  # which CSV/TSV/JSONL columns are what
+    readmit: bool = False  # index again the questions of the sources deleted with --exclude
     # asked (with what --prune would remove) before a prune of more than PRUNE_CONFIRM_SHARE of
     # the index; None: nobody to ask, so such a prune is refused
     confirm_prune: Callable[[str], bool] | None = None
@@ -133,12 +134,12 @@ class _Chunk:
     excluded: int = 0
 
 
-def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> _Chunk:
+def _plan(store: Store | None, source: str, questions: list[SourceQuestion], readmit: bool = False) -> _Chunk:
     """A chunk of ``source``'s questions compared with the store (None: an index not created yet);
-    those deleted with --exclude are left out."""
+    those deleted with --exclude are left out, unless ``readmit``."""
     ids = [q.external_id for q in questions]
     stored = {} if store is None else store.questions_with_ids(source, ids)
-    excluded = set() if store is None else store.excluded_ids(source, ids)
+    excluded = set() if store is None or readmit else store.excluded_ids(source, ids)
     chunk = _Chunk([], [], 0)
     for question in questions:
         existing = stored.get(question.external_id)
@@ -155,9 +156,10 @@ def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> 
     return chunk
 
 
-def _planned(store: Store, source: str, questions: Iterable[SourceQuestion]) -> Iterator[_Chunk]:
+def _planned(store: Store, source: str, questions: Iterable[SourceQuestion],
+             readmit: bool) -> Iterator[_Chunk]:
     """``questions`` of ``source`` compared with the store a chunk at a time."""
-    return (_plan(store, source, chunk) for chunk in chunked(questions, READ_CHUNK))
+    return (_plan(store, source, chunk, readmit) for chunk in chunked(questions, READ_CHUNK))
 
 
 def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: list[DataError],
@@ -176,7 +178,7 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
             try:
                 for questions in chunked(source.check(problems), READ_CHUNK):
                     overlaps.add(name, questions)
-                    chunk = _plan(store, name, questions)
+                    chunk = _plan(store, name, questions, options.readmit)
                     report.added += sum(p.row_id is None for p in chunk.pending)
                     report.reembedded += sum(p.row_id is not None for p in chunk.pending)
                     report.metadata_updated += len(chunk.field_edits)
@@ -241,7 +243,7 @@ def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options:
     metadata-only edits are stored as they are read."""
     for name, source in files:
         waiting: list[_Pending] = []
-        for chunk in _planned(store, name, source.questions()):
+        for chunk in _planned(store, name, source.questions(), options.readmit):
             report.metadata_updated += store.update_fields(chunk.field_edits)
             report.unchanged += chunk.unchanged
             waiting += chunk.pending
@@ -461,6 +463,8 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         else:  # nothing to write: no second reading of the sources
             report.unchanged = survey.unchanged
         report.removed = store.delete(stale)
+        if options.readmit:
+            store.readmit([name for name, _ in files])
         only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                       and manifest_before.generation == generation_before)
         report.index_type, report.index_type_reason = resolve_index_type(

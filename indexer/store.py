@@ -622,6 +622,13 @@ class Store(Database):
             self._bump_generation(connection)
         return len(ids)
 
+    def readmit(self, sources: Sequence[str]) -> int:
+        """Forget the exclusions of ``sources`` (their questions are indexed again); how many."""
+        if not sources or not inspect(self.engine).has_table(_EXCLUDED.name):
+            return 0
+        with self.transaction() as connection:
+            return connection.execute(delete(_EXCLUDED).where(_EXCLUDED.c.source.in_(list(sources)))).rowcount
+
     def excluded_ids(self, source: str, external_ids: Sequence[str]) -> set[str]:
         """Those of ``external_ids`` that were deleted from ``source`` with --exclude (none in a
         database from before exclusions, opened read-only)."""

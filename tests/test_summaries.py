@@ -60,7 +60,8 @@ def test_index_info_in_four_lines_sizes_in_mb_sources_by_file_name(indexed, tiny
 
 
 @pytest.mark.reliability("a question deleted, then its source file indexed again",
-                         "`delete` says it comes back; with `delete --exclude` later runs leave it out")
+                         "`delete` says it comes back; with `delete --exclude` later runs leave it out "
+                         "until `index --readmit`")
 def test_delete_says_a_deleted_question_comes_back_and_exclude_keeps_it_out(indexed):
     source, index_dir, _ = indexed
     deleted = lines_of(invoke("delete", "q3", "--index", index_dir))
@@ -75,6 +76,9 @@ def test_delete_says_a_deleted_question_comes_back_and_exclude_keeps_it_out(inde
     summary = lines_of(invoke("index", source, "--index", index_dir))
     assert summary[1] == ("read 4 questions from questions.csv: 2 unchanged, "
                           "2 left out (deleted with --exclude)")
+    readmitted = json.loads(invoke("index", source, "--index", index_dir, "--readmit", "--json").stdout)
+    assert (readmitted["added"], readmitted["excluded"], readmitted["total"]) == (2, 0, 4)
+    assert json.loads(invoke("index", source, "--index", index_dir, "--json").stdout)["excluded"] == 0
 
 
 def test_rerank_and_eval_summaries_put_map_and_mrr_on_one_scale(data_dir, tiny_model, tmp_path):
