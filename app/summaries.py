@@ -124,10 +124,10 @@ def delete_summary(index_dir: str, deleted: int, excluded: bool) -> list[str]:
             "the file too, or delete with --exclude"]
 
 
-def ranking_line(figures: Mapping[str, float]) -> str:
+def ranking_figures(figures: Mapping[str, float], prefix: str = "") -> str:
     """MAP, AvgRec and MRR, all x100 (the JSON keeps the scorer's scales: fractions, MRR x100)."""
-    shown = {name: figures[name] * (1 if name == "mrr" else 100) for name in PERCENT_FIGURES}
-    return f"MAP {shown['map']:.2f}, AvgRec {shown['avgrec']:.2f}, MRR {shown['mrr']:.2f} (x100)"
+    shown = {name: figures[prefix + name] * (1 if name == "mrr" else 100) for name in PERCENT_FIGURES}
+    return f"MAP {shown['map']:.2f}, AvgRec {shown['avgrec']:.2f}, MRR {shown['mrr']:.2f}"
 
 
 def rerank_summary(summary: Mapping[str, Any], model: str) -> list[str]:
@@ -135,7 +135,8 @@ def rerank_summary(summary: Mapping[str, Any], model: str) -> list[str]:
              f"with {model_label(model)} ({summary['mode']}): {plural(summary['predictions'], 'prediction')} "
              f"written to {summary['out']}"]
     if "map" in summary:
-        lines.append(ranking_line(summary))
+        lines.append(f"{ranking_figures(summary)} (x100); in the input's order "
+                     f"{ranking_figures(summary, 'ir_')}")
     return lines
 
 
