@@ -105,10 +105,10 @@ def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
 
 
 def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any,
-              metadata: dict[str, Any]) -> Row:
+              metadata: dict[str, Any], id_column: str = ID_COLUMN) -> Row:
     external_id = normalize_id(raw_id) if raw_id is not None else ""
     if not external_id:
-        return DataError(path, f"missing or empty {ID_COLUMN!r}", line)
+        return DataError(path, f"missing or empty {id_column!r}", line)
     if _CONTROL.search(external_id):
         return DataError(path, f"id {external_id!r} contains control characters", line)
     if len(external_id) > EXTERNAL_ID_CHARS:
@@ -157,7 +157,7 @@ def _jsonl_rows(path: Path, columns: Columns) -> Iterator[Row]:
         metadata = ({k: record[k] for k in columns.metadata if k in record} if columns.metadata is not None
                     else {k: v for k, v in record.items() if k not in taken})
         subject, body = _subject_and_body(record, text_keys)
-        yield _question(path, number, record.get(id_key), subject or "", body, metadata)
+        yield _question(path, number, record.get(id_key), subject or "", body, metadata, id_key)
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
         metadata = {name: record[name] for name in layout.metadata_columns if record[name] != ""}
         raw_id = (record[layout.id_column] if layout.id_column
                   else made_id(join_subject_body(clean_text(subject), clean_text(body)), made_ids))
-        yield _question(path, start, raw_id, subject, body, metadata)
+        yield _question(path, start, raw_id, subject, body, metadata, layout.id_column or ID_COLUMN)
 
 
 def _require_distinct_columns(path: Path, header: list[str]) -> None:
@@ -485,10 +485,10 @@ class SourceFile:
                     self._left_out.add(position)
                     continue
                 yield self._accepted(row)
-        except DataError as err:  # the rest of the file cannot be read
+        except DataError as err:  # the rest of the file cannot be read: always named
             if not named:
                 raise
-            named.append(err)
+            named = [*named[: BAD_ROWS_SHOWN - 1], err]
             count += 1
         if named:
             raise named[0] if count == 1 else BadRowsError(named, count)

@@ -40,6 +40,8 @@ def test_a_column_option_naming_no_column_is_refused(tmp_path):
     path = write_bytes(tmp_path / "q.csv", b"id,subject\n1,a\n")
     with pytest.raises(DataError, match=r"q\.csv:1: no column 'title' \(--text-column\) in the header"):
         read(path, Columns(text=("title",)))
+    with pytest.raises(DataError, match=r"q\.csv:2: missing or empty 'key'"):
+        read(write_bytes(tmp_path / "q.csv", b"key,subject\n,a\n"), Columns(id="Key"))
     with pytest.raises(DataError, match=r"apply to .* files only"):
         read(write_bytes(tmp_path / "q.txt", b"a question\n"), Columns(id="x"))
 
@@ -108,3 +110,13 @@ def test_index_command_maps_columns_and_warns_about_made_ids(tmp_path, tiny_mode
     shown = invoke("search", "printer", "--index", index_dir, "--json")
     hit = json.loads(shown.stdout.splitlines()[0])
     assert hit["subject"] == "Printer offline" and hit["metadata"] == {"team": "IT"}
+
+
+def test_broken_quoting_after_bad_rows_is_named_with_them(tmp_path):
+    empty_rows = "".join(f"e{i},\n" for i in range(BAD_ROWS_SHOWN + 5))
+    path = write_bytes(tmp_path / "q.csv", f'id,subject\n1,fine\n{empty_rows}9,"never closed\n'.encode())
+    with pytest.raises(DataError) as refused:
+        read(path)
+    lines = refused.value.lines()
+    assert len(lines) == BAD_ROWS_SHOWN + 2 and "broken quoting" in lines[BAD_ROWS_SHOWN - 1]
+    assert lines[-1].startswith(f"{BAD_ROWS_SHOWN + 6} bad rows: nothing was stored")
