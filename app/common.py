@@ -161,7 +161,7 @@ DataDirOption = Annotated[
     typer.Option("--data-dir", envvar=DATA_ENV_VAR, show_envvar=True, help="Dataset directory.",
                  show_default="../shared/data beside the checkout"),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (every detail) instead of a summary.")]
 
 
 def shipped_models(spec: str | list[str] | None) -> str | list[str] | None:

@@ -223,3 +223,12 @@ def test_a_date_filter_passes_exactly_the_questions_dated_in_it(database_url, st
         expected = {row_ids[f"q{i}"] for i, when in enumerate(SPREAD)
                     if when is not None and start <= when < end}
         assert set(store.ids_matching(dated_from=start, dated_before=end).tolist()) == expected
+
+
+def test_questions_deleted_with_exclude_are_named_until_readmitted(database_url):
+    with Store(database_url) as store:
+        ids = store.write("a.csv", _questions(3), _vectors(3), [None, None, None])
+        assert store.delete(ids[:2], [("a.csv", "q0"), ("a.csv", "q1")]) == 2
+        assert store.excluded_ids("a.csv", ["q0", "q1", "q2"]) == {"q0", "q1"}
+        assert store.excluded_ids("b.csv", ["q0"]) == set()
+        assert store.readmit(["a.csv"]) == 2 and store.excluded_ids("a.csv", ["q0", "q1"]) == set()
