@@ -58,11 +58,13 @@ def _changes(report: IndexReport) -> str:
     if report.dry_run:
         parts = [(report.added, "to add"), (report.reembedded, "to embed again (text changed)"),
                  (report.metadata_updated, "to update (metadata only)"), (report.removed, "to remove"),
-                 (skipped, "bad rows to skip"), (report.unchanged, "unchanged")]
+                 (skipped, "bad rows to skip" if skipped > 1 else "bad row to skip"),
+                 (report.unchanged, "unchanged")]
     else:
         parts = [(report.added, "added"), (report.reembedded, "embedded again (text changed)"),
                  (report.metadata_updated, "updated (metadata only)"), (report.removed, "removed"),
-                 (skipped, "bad rows skipped"), (report.unchanged, "unchanged")]
+                 (skipped, "bad rows skipped" if skipped > 1 else "bad row skipped"),
+                 (report.unchanged, "unchanged")]
     parts.append((report.excluded, "left out (deleted with --exclude)"))
     said = [f"{count:,} {what}" for count, what in parts if count]
     return ", ".join(said) if said else "nothing to do"
@@ -73,9 +75,9 @@ def index_summary(report: IndexReport) -> list[str]:
     kind = f"{report.index_type} index ({report.index_type_reason})"
     if report.dry_run:
         head = (f"Dry run, nothing written: {report.index_dir} would hold "
-                f"{plural(report.total, 'question')}, a {kind}")
+                f"{plural(report.total, 'question')}; {kind}")
     else:
-        head = f"{report.index_dir}: {plural(report.total, 'question')}, a {kind}"
+        head = f"{report.index_dir}: {plural(report.total, 'question')}; {kind}"
     read = f"read {plural(report.read, 'question')}"
     if len(report.sources) == 1:
         read += f" from {Path(next(iter(report.sources))).name}"
@@ -101,7 +103,7 @@ def info_summary(info: Mapping[str, Any]) -> list[str]:
     sources = info["sources"]
     updated = datetime.fromisoformat(info["updated_at"]).strftime("%Y-%m-%d %H:%M %Z").strip()
     return [
-        f"{info['index']}: {plural(info['questions'], 'question')}, a {info['index_type']} index"
+        f"{info['index']}: {plural(info['questions'], 'question')}; {info['index_type']} index"
         + (f" ({parameters})" if parameters else "") + f", {state}",
         f"{plural(len(sources), 'source')}: {counted(sources)}" if sources else "no sources",
         f"model {model_label(info['model'])} ({info['dimensions']} dimensions, weights {info['weights']})",

@@ -34,7 +34,7 @@ def indexed(tmp_path, tiny_model):
 
 def test_index_says_what_changed_the_type_and_why_and_the_rate(indexed, tiny_model):
     source, index_dir, first = indexed
-    assert first[0] == f"{index_dir}: 4 questions, a flat index (auto: exact search for 4 questions " \
+    assert first[0] == f"{index_dir}: 4 questions; flat index (auto: exact search for 4 questions " \
                        "(flat up to 100,000))"
     assert first[1] == "read 4 questions from questions.csv: 4 added"
     assert re.fullmatch(rf"embedded 4 questions in [\d.]+ s \([\d,]+ a second\) with model {tiny_model}",
@@ -51,7 +51,7 @@ def test_index_says_what_changed_the_type_and_why_and_the_rate(indexed, tiny_mod
 def test_index_info_in_four_lines_sizes_in_mb_sources_by_file_name(indexed, tiny_model):
     _, index_dir, _ = indexed
     info = lines_of(invoke("index-info", "--index", index_dir))
-    assert info[0] == f"{index_dir}: 4 questions, a flat index, up to date"
+    assert info[0] == f"{index_dir}: 4 questions; flat index, up to date"
     assert info[1] == "1 source: questions.csv (4)"
     assert info[2].startswith(f"model {tiny_model} (")
     assert re.match(r"[\d.]+ MB on disk \(FAISS [<\d. ]+ MB\), its own SQLite database, updated \d{4}-",
