@@ -402,7 +402,7 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
     _require_sources(index_dir, sources, options)
     files = _source_files(sources, options)
     existed = index_dir.is_dir()
-    fresh = not existed or not any(index_dir.iterdir())
+    fresh = _is_empty(index_dir)
     with index_lock(index_dir):
         try:
             return _index_locked(index_dir, files, model, database, options)
@@ -410,6 +410,15 @@ def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
             if fresh:
                 _remove_unfinished_first_run(index_dir, database, keep_directory=existed)
             raise
+
+
+def _is_empty(index_dir: Path) -> bool:
+    """Is there nothing at ``index_dir`` yet (no directory, or an empty one)? An unreadable one
+    is taken as not empty."""
+    try:
+        return not index_dir.is_dir() or not any(index_dir.iterdir())
+    except OSError:
+        return False
 
 
 def _remove_unfinished_first_run(index_dir: Path, database: str | None, keep_directory: bool) -> None:
