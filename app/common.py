@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,7 +26,7 @@ from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
 from core.errors import UserError
-from indexer.choices import DATABASE_ENV_VAR
+from indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
 from retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
@@ -128,7 +128,8 @@ class Typer(typer.Typer):
     ``askalike --help`` take 0.31 s against 0.21 s (bench.runtime's target is 0.3 s)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cls=FlagsGroup, rich_markup_mode=None, **kwargs)
+        super().__init__(cls=FlagsGroup, rich_markup_mode=None,
+                         context_settings={"help_option_names": ["-h", "--help"]}, **kwargs)
 
     def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
         return super().command(*args, cls=cls or FlagsCommand, **kwargs)
@@ -138,6 +139,21 @@ app = Typer(help="Find questions alike in meaning.", no_args_is_help=True, prett
 eval_app = Typer(help="Evaluate systems on the public benchmarks.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"askalike {version('askalike')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _askalike(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Find questions alike in meaning."""
+
 stderr = Console(stderr=True)
 
 DataDirOption = Annotated[
@@ -145,14 +161,26 @@ DataDirOption = Annotated[
     typer.Option("--data-dir", envvar=DATA_ENV_VAR, show_envvar=True, help="Dataset directory.",
                  show_default="../shared/data beside the checkout"),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-ModelOption = Annotated[str, typer.Option("--model", help="A model directory or pretrained:NAME "
-                                                          "(e.g. pretrained:all-MiniLM-L6-v2).",
-                                          show_default="the shipped models/accurate")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (every detail) instead of a summary.")]
+
+
+def shipped_models(spec: str | list[str] | None) -> str | list[str] | None:
+    """A ``--model`` callback: the shipped models by name (``fast``, ``accurate``) from any directory."""
+    from core.model_dir import shipped_model
+
+    if isinstance(spec, list):
+        return [shipped_model(item) for item in spec]
+    return None if spec is None else shipped_model(spec)
+
+
+MODEL_HELP = "A model directory, fast or accurate (the shipped models), or pretrained:NAME."
+ModelOption = Annotated[str, typer.Option("--model", help=MODEL_HELP + " (e.g. pretrained:all-MiniLM-L6-v2)",
+                                          callback=shipped_models, show_default="accurate")]
 ModeOption = Annotated[SearchMode | None, typer.Option(
     "--mode", help="dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused.",
     show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
-IndexOption = Annotated[Path, typer.Option("--index", help="Index directory.")]
+IndexOption = Annotated[Path, typer.Option("--index", envvar=INDEX_ENV_VAR, show_envvar=True,
+                                           help="Index directory.")]
 DateFormatOption = Annotated[DateOrder | None, typer.Option(
     "--date-format", help="How to read a date written in numbers only, such as 10/01/2024: dmy "
                           "(10 January) or mdy (1 October).",
@@ -171,7 +199,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        stderr.print(message_line("error", str(err)), highlight=False, soft_wrap=True)
+        for line in err.lines():
+            stderr.print(message_line("error", line), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -202,6 +231,12 @@ def print_figures(title: str, figures: dict, as_json: bool) -> None:
     Console().print(table)
 
 
+def print_lines(lines: list[str]) -> None:
+    """A summary's lines on stdout, control characters escaped."""
+    for line in lines:
+        typer.echo(printable(line, keep=""))
+
+
 def progress_bars(enabled: bool = True) -> Progress:
     """Progress bars on stderr, so that stdout holds only results; off (``enabled`` False) in
     ``--json`` mode. Use as a context manager and add a task per long step."""
@@ -209,6 +244,18 @@ def progress_bars(enabled: bool = True) -> Progress:
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeRemainingColumn(), console=stderr, disable=not enabled, transient=True)
+
+
+@contextmanager
+def steps_shown(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr with the step under way and the time it has taken, for work without
+    a count to show (fitting, loading); yields the function that names the next step."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=stderr, disable=not enabled, transient=True) as progress:
+        task = progress.add_task("starting", total=None)
+        yield lambda what: progress.update(task, description=what)
 
 
 def flatten(figures: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.common import (
+    MODEL_HELP,
     DataDirOption,
     JsonOption,
     ModelOption,
@@ -19,9 +20,13 @@ from app.common import (
     markup_safe,
     plain,
     print_figures,
+    print_lines,
     progress_bars,
+    shipped_models,
+    steps_shown,
     user_errors,
 )
+from app.summaries import model_label
 from core.data_dir import CQA_SPLITS
 from core.model_dir import DEFAULT_MODEL
 from retrieval.baselines import BASELINES
@@ -52,19 +57,16 @@ def _encoder(spec: str, use_torch: bool) -> Encoder:
     return load_encoder(exported(spec))
 
 
-def _reranker(spec: str, mode: SearchMode, use_torch: bool) -> Reranker:
+def _reranker(spec: str, mode: SearchMode | None, use_torch: bool) -> Reranker:
+    """``spec``'s reranker in ``mode`` (None: the model's own default, as search takes)."""
     from retrieval.reranker import Reranker
 
     return Reranker.for_model(spec, mode, _encoder(spec, use_torch) if mode != SearchMode.lexical else None)
 
 
-def _system_name(spec: str, mode: SearchMode) -> str:
-    return spec if mode == SearchMode.dense else f"{spec}+{mode}"
-
-
-def _summary_json(evaluation: CqaEvaluation) -> str:
+def _summary_json(evaluation: CqaEvaluation, mode: SearchMode | None) -> str:
     return json.dumps({"split": evaluation.split, "system": evaluation.system,
-                       **evaluation.report.summary()})
+                       "mode": None if mode is None else str(mode), **evaluation.report.summary()})
 
 
 @eval_app.command("cqa")
@@ -72,13 +74,15 @@ def eval_cqa(
     split: Annotated[list[Split], typer.Option(help="CQA split; repeat for several.")],
     system: Annotated[list[System] | None, typer.Option(help="Baseline; repeat for several.")] = None,
     model: Annotated[list[str] | None, typer.Option(
-        help="Rank by cosine with this model (a directory or pretrained:NAME); repeatable.")] = None,
+        help=f"Rank with this model: {MODEL_HELP} Repeatable.", callback=shipped_models)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random baseline.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the official prediction file here "
                                                   "(one split and one system or model only).")] = None,
     mode: Annotated[list[SearchMode] | None, typer.Option(
         help="How --model ranks: cosine (dense), BM25 (lexical) or both fused (hybrid, with the "
-             "model's dense weight tuned on dev 2016); repeatable.", show_default="dense")] = None,
+             "model's dense weight tuned on dev 2016); repeatable.",
+        show_default="hybrid when the model's tuned hybrid weight says words help, else dense: "
+                     "as search")] = None,
     use_torch: TorchOption = False,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
@@ -101,41 +105,48 @@ def eval_cqa(
         if out is not None:
             require_output_file(out)
         root = resolve_data_dir(data_dir)
-        rerankers = {_system_name(spec, chosen): _reranker(spec, chosen, use_torch)
-                     for spec in models for chosen in (mode or [SearchMode.dense])}
-        evaluations = []
+        runs = [(spec, _reranker(spec, chosen, use_torch)) for spec in models for chosen in (mode or [None])]
+        evaluations: list[tuple[CqaEvaluation, SearchMode | None]] = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
             for system_name in systems:
                 scores = BASELINES[system_name.value](cqa_split.questions, seed)
-                evaluations.append(evaluate_scores(cqa_split, system_name.value, scores))
-            for spec, reranker in rerankers.items():
-                task = progress.add_task(markup_safe(f"{split_name.value} · {spec}"),
+                evaluations.append((evaluate_scores(cqa_split, system_name.value, scores), None))
+            for spec, reranker in runs:
+                name = model_label(spec)
+                task = progress.add_task(markup_safe(f"{split_name.value} · {name}"),
                                          total=len(cqa_split.questions))
                 scores = reranker.scores(cqa_split.questions,
                                          on_progress=lambda n, task=task: progress.advance(task, n))
-                evaluations.append(evaluate_scores(cqa_split, spec, scores))
+                evaluations.append((evaluate_scores(cqa_split, name, scores), reranker.mode))
         if out is not None:
-            write_cqa_run(out, evaluations[0].predictions)
+            write_cqa_run(out, evaluations[0][0].predictions)
     if as_json:
-        for evaluation in evaluations:
-            typer.echo(_summary_json(evaluation))
+        for evaluation, ranked_by in evaluations:
+            typer.echo(_summary_json(evaluation, ranked_by))
     elif len(evaluations) == 1:
-        typer.echo(format_report(evaluations[0].report))
+        evaluation, ranked_by = evaluations[0]
+        typer.echo(plain(f"{evaluation.split} · {evaluation.system}"
+                         + (f" ({ranked_by} mode)" if ranked_by else "")))
+        typer.echo(format_report(evaluation.report))
     else:
         Console().print(_summary_table(evaluations))
 
 
-def _summary_table(evaluations: list[CqaEvaluation]) -> Table:
+def _summary_table(evaluations: list[tuple[CqaEvaluation, SearchMode | None]]) -> Table:
     from rich.table import Table
 
-    table = Table(title="CQA subtask B (MAP and AvgRec as fractions, MRR x100)")
-    for column in ("split", "system", "MAP", "AvgRec", "MRR", "queries"):
-        table.add_column(column, justify="left" if column in ("split", "system") else "right")
-    for evaluation in evaluations:
+    table = Table(title="CQA subtask B (MAP, AvgRec and MRR x100)")
+    with_mode = any(ranked_by for _, ranked_by in evaluations)  # a model's row: name how it ranked
+    named = ("split", "system", "mode") if with_mode else ("split", "system")
+    for column in (*named, "MAP", "AvgRec", "MRR", "queries"):
+        table.add_column(column, justify="left" if column in named else "right")
+    for evaluation, ranked_by in evaluations:
         scores = evaluation.report.system
-        table.add_row(evaluation.split, plain(evaluation.system), f"{scores.map:.4f}",
-                      f"{scores.avgrec:.4f}", f"{scores.mrr:.2f}", str(evaluation.report.n_queries))
+        mode = [str(ranked_by or "")] if with_mode else []
+        table.add_row(evaluation.split, plain(evaluation.system), *mode,
+                      f"{100 * scores.map:.2f}", f"{100 * scores.avgrec:.2f}", f"{scores.mrr:.2f}",
+                      str(evaluation.report.n_queries))
     return table
 
 
@@ -166,15 +177,19 @@ def eval_sts(
     data_dir: DataDirOption = None,
 ) -> None:
     """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
+    from app.summaries import sts_summary
     from core.data_dir import resolve_data_dir
     from core.sts_evaluation import evaluate_stsb
 
     if split not in ("dev", "test"):
         raise typer.BadParameter("--split is dev or test")
-    with user_errors():
-        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned)
-    print_figures(f"STS Benchmark {split} ({'tuned' if tuned else 'raw'}): {model}",
-                   {"model": model, **figures}, as_json)
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"loading {model_label(model)}")
+        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned, step)
+    if as_json:
+        typer.echo(json.dumps({"model": model, **figures}))
+    else:
+        print_lines(sts_summary(figures, model))
 
 
 @eval_app.command("response")
@@ -187,7 +202,8 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
     from train.evaluation import response_precision
     from train.trained_model import load_model  # the response head is part of the torch model
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"response selection with {model_label(model)}")
         root = resolve_data_dir(data_dir)
         loaded = load_model(model)
         figures: dict[str, object] = {"model": model}
@@ -206,7 +222,8 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
     from train.evaluation import nli_accuracy
     from train.trained_model import load_model  # the NLI head is part of the torch model
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"SNLI test with {model_label(model)}")
         pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
         try:
             figures = nli_accuracy(load_model(model), pairs)
@@ -222,7 +239,8 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
     from core.data_dir import resolve_data_dir
     from core.sts_evaluation import evaluate_transfer
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"STS 2012-2016 and SICK-R with {model_label(model)}")
         figures = evaluate_transfer(_encoder(model, use_torch), resolve_data_dir(data_dir))
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
@@ -247,7 +265,8 @@ def eval_card(
     from core.model_dir import read_model_config
     from retrieval.model_card import model_figures, record_figures
 
-    with user_errors():
+    with user_errors(), steps_shown(enabled=not as_json) as step:
+        step(f"STS Benchmark and CQA figures of {model_label(model)}")
         if write:
             read_model_config(Path(model))  # before the work: --write needs a model directory
         figures = model_figures(_encoder(model, use_torch), resolve_data_dir(data_dir), with_test)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from app.common import (
+    MODEL_HELP,
     DatabaseOption,
     DateFormatOption,
     IndexOption,
@@ -19,8 +20,9 @@ from app.common import (
     exported,
     message_line,
     plain,
-    print_figures,
+    print_lines,
     printable,
+    shipped_models,
     stderr,
     user_errors,
 )
@@ -42,8 +44,8 @@ def index(
              "is only brought up to date, e.g. with --model NEWPATH when its model directory moved.",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="A model directory or pretrained:NAME.",
-        show_default="the index's own; for a new index the shipped models/accurate")] = None,
+        "--model", help=MODEL_HELP, callback=shipped_models,
+        show_default="the index's own; for a new index accurate")] = None,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     index_type: Annotated[str | None, IndexType] = None,
@@ -53,11 +55,25 @@ def index(
         "--yes", "-y", help="Confirm a --prune that removes more than half of the index (asked "
                             "when interactive, refused otherwise).")] = False,
     date_format: DateFormatOption = None,
+    readmit: Annotated[bool, typer.Option(
+        "--readmit", help="Index again the questions of SOURCES that were deleted with "
+                          "`delete --exclude`.")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Say what the run would add, re-embed and (with --prune) remove, and "
                           "change nothing.")] = False,
-    on_error: Annotated[OnError, typer.Option(help="On a bad row: stop before storing anything, "
-                                                   "or skip it and go on.")] = OnError.stop,
+    on_error: Annotated[OnError, typer.Option(help="On bad rows: stop before storing anything (naming "
+                                                   "every bad row, the first 20 in full), or skip them "
+                                                   "and go on.")] = OnError.stop,
+    id_column: Annotated[str | None, typer.Option(
+        "--id-column", help="The column (JSON key) holding each question's id.",
+        show_default="id; a CSV/TSV file without it: ids made from each question's text")] = None,
+    text_columns: Annotated[list[str] | None, typer.Option(
+        "--text-column", help="A column holding question text; repeat it for several: the first is "
+                              "the subject, the others are joined as the body.",
+        show_default="the first of subject, title, question, text; and body")] = None,
+    metadata_columns: Annotated[list[str] | None, typer.Option(
+        "--metadata-column", help="A column to keep as metadata (e.g. category, date); repeat it "
+                                  "for several.", show_default="every other column")] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
     commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
                                                           "the most an interrupt can cost.")] = 2048,
@@ -76,7 +92,9 @@ def index(
     """Index question collections: new and changed questions are embedded, the rest kept."""
     from dataclasses import asdict
 
+    from app.summaries import index_summary
     from indexer.build import IndexOptions, index_sources, plan_sources
+    from indexer.sources import Columns
 
     if threads is not None:
         import faiss
@@ -85,7 +103,9 @@ def index(
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads,
                            engine=engine, ray_address=ray_address, date_order=date_format,
-                           confirm_prune=_prune_confirmation(yes))
+                           confirm_prune=_prune_confirmation(yes), readmit=readmit,
+                           columns=Columns(id_column, tuple(text_columns or ()),
+                                           tuple(metadata_columns) if metadata_columns else None))
     with user_errors():
         report = (plan_sources(index_dir, sources or [], database, options) if dry_run
                   else index_sources(index_dir, sources or [], model and exported(model), database, options))
@@ -96,16 +116,13 @@ def index(
     if report.model_moved_from:
         stderr.print(plain(f"the index's model is now {report.model} (the same weights; recorded "
                            f"before at {report.model_moved_from})"), highlight=False, soft_wrap=True)
-    figures = {**asdict(report), "skipped": len(report.skipped),
-               "questions_per_s": round(report.questions_per_s, 1)}
     if as_json:
-        typer.echo(json.dumps(figures))
+        typer.echo(json.dumps({**asdict(report), "skipped": len(report.skipped),
+                               "questions_per_s": round(report.questions_per_s, 1)}))
         return
     for question in report.would_remove:
         typer.echo(printable(f"would remove {question}", keep=""))
-    del figures["would_remove"], figures["warnings"], figures["model_moved_from"]
-    title = f"Dry run: nothing written to {index_dir}" if dry_run else f"Indexed into {index_dir}"
-    print_figures(title, figures, as_json=False)
+    print_lines(index_summary(report))
 
 
 def _prune_confirmation(yes: bool) -> Callable[[str], bool] | None:
@@ -122,27 +139,39 @@ def delete(
     ids: Annotated[list[str], typer.Argument(help="The ids of the questions, as in your source files.")],
     source: Annotated[str | None, typer.Option(help="Only from this source (file name or path), for "
                                                     "an id that several sources use.")] = None,
+    exclude: Annotated[bool, typer.Option(
+        "--exclude", help="Keep them out of later index runs of their source file (without it, "
+                          "indexing a file that still holds them adds them again).")] = False,
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove questions from the index by their ids; all or nothing."""
+    """Remove questions from the index by their ids; all or nothing. Indexing their source file
+    again adds them back while it holds them, unless they are deleted with --exclude."""
+    from app.summaries import delete_summary
     from indexer.build import delete_questions
 
     with user_errors():
-        removed = delete_questions(index_dir, ids, source, database)
-    print_figures(f"Deleted from {index_dir}", {"deleted": removed}, as_json)
+        removed = delete_questions(index_dir, ids, source, database, exclude)
+    if as_json:
+        typer.echo(json.dumps({"deleted": removed, "excluded": removed if exclude else 0}))
+    else:
+        print_lines(delete_summary(str(index_dir), removed, exclude))
 
 
 @app.command("index-info")
 def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: DatabaseOption = None,
                        as_json: JsonOption = False) -> None:
     """Counts, model, index type and size on disk of an index."""
+    from app.summaries import info_summary
     from indexer.directory import index_info
 
     with user_errors():
         info = index_info(index_dir, database)
-    print_figures(f"Index {index_dir}", info, as_json)
+    if as_json:
+        typer.echo(json.dumps(info))
+    else:
+        print_lines(info_summary(info))
 
 
 @app.command("check")

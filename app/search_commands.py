@@ -291,6 +291,8 @@ def rerank(
     The prediction file ranks; it does not classify: its label column is true for every
     candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
     figures only (MAP, AvgRec, MRR), not P/R/F1/Acc."""
+    from app.common import print_lines
+    from app.summaries import rerank_summary
     from core.cqa_questions import read_cqa_questions
     from core.files import require_output_file
     from retrieval.cqa import predictions_from_scores, ranking_summary
@@ -311,8 +313,12 @@ def rerank(
         if trec is not None:
             write_trec_run(trec, questions, scores, run_name=Path(model).name)
         ranking = {} if gold is None else ranking_summary(score_run(read_cqa_run(gold, "gold"), predictions))
-    summary = {"questions": len(questions), "predictions": len(predictions), "out": str(out), **ranking}
-    print_figures("Reranked", summary, as_json)
+    summary = {"questions": len(questions), "predictions": len(predictions), "out": str(out),
+               "mode": str(reranker.mode), **ranking}
+    if as_json:
+        typer.echo(json_line(summary))
+    else:
+        print_lines(rerank_summary(summary, model))
 
 
 @app.command("similar")

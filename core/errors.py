@@ -8,3 +8,7 @@ message and exit 2, the TUI into a notice. Anything else is a bug and keeps its 
 
 class UserError(Exception):
     """Something the user can fix; its message names the file, line, field or option at fault."""
+
+    def lines(self) -> list[str]:
+        """The message as the CLI prints it: one line, or one a problem for several at once."""
+        return [str(self)]

@@ -22,8 +22,10 @@ from core.errors import UserError
 from core.files import files_sha256, write_text_atomically
 
 PRETRAINED_PREFIX = "pretrained:"
+SHIPPED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+SHIPPED_MODELS = ("accurate", "fast")  # --model fast works from any directory
 # the model a command uses when none is named: the fine-tuned all-MiniLM-L6-v2 the project ships
-DEFAULT_MODEL = str(Path(__file__).resolve().parents[1] / "models" / "accurate")
+DEFAULT_MODEL = str(SHIPPED_MODELS_DIR / "accurate")
 ONNX_FILE = "model.onnx"
 CACHE_ENV_VAR = "ASKALIKE_CACHE"
 
@@ -41,6 +43,17 @@ def _minilm_path() -> Path:
 
 
 PRETRAINED = {"all-MiniLM-L6-v2": _minilm_path}
+
+
+def shipped_model(spec: str) -> str:
+    """A shipped model's directory for its name (``fast``, ``accurate``) or for the path it has in
+    the checkout (``models/fast``), from any working directory; where a directory of that name
+    is here, it is the one meant. Any other ``spec`` as it is."""
+    path = Path(spec)
+    if path.exists():
+        return spec
+    name = path.name if path.parts in ((path.name,), ("models", path.name)) else ""
+    return str(SHIPPED_MODELS_DIR / name) if name in SHIPPED_MODELS else spec
 
 
 def pretrained_name(spec: str | Path) -> str | None:

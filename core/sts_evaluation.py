@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,11 +97,18 @@ def evaluate_sts(encoder: Encoder, pairs: Sequence[StsPair],
     return result
 
 
-def evaluate_stsb(encoder: Encoder, data_dir: Path, split: str = "dev",
-                  tuned: bool = False) -> dict[str, Any]:
-    transform = (fit_sts_transform(encoder, list(read_sts_benchmark(stsb_path(data_dir, "train"))))
-                 if tuned else None)
+def evaluate_stsb(encoder: Encoder, data_dir: Path, split: str = "dev", tuned: bool = False,
+                  on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """STS Benchmark figures of ``split``; ``tuned``: through the transformation fitted on train.
+    ``on_step(what)`` is told each step as it starts (a tuned run takes a while)."""
+    step = on_step or (lambda _: None)
+    transform = None
+    if tuned:
+        train = list(read_sts_benchmark(stsb_path(data_dir, "train")))
+        step(f"embedding the {len(train):,} STSb train pairs and fitting the transformation")
+        transform = fit_sts_transform(encoder, train)
     pairs = list(read_sts_benchmark(stsb_path(data_dir, split)))
+    step(f"scoring the {len(pairs):,} STSb {split} pairs")
     return {"split": split, "tuned": tuned, **evaluate_sts(encoder, pairs, transform)}
 
 

@@ -21,6 +21,7 @@ where nobody can answer.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 from core.datasets import DataError
 from core.dates import DateOrder
 from core.encoder import Encoder
+from core.errors import UserError
 from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
 from indexer.choices import Engine, OnError
@@ -49,7 +51,7 @@ from indexer.layout import (
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
 from indexer.source_identity import Overlaps, aliased, distinct_sources
-from indexer.sources import DATE_WARNINGS_KEPT, SourceFile, SourceQuestion, chunked
+from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
 from indexer.store import Store, source_named
 from indexer.sync import sync_vector_index
 from indexer.tuning import IndexBuildError, require_index_type, resolve_index_type
@@ -70,6 +72,8 @@ class IndexOptions:
     engine: Engine = Engine.in_process
     ray_address: str | None = None  # --engine ray: None joins $RAY_ADDRESS or starts a local Ray
     date_order: DateOrder | None = None  # how to read 10/01/2024; None: only unambiguous dates
+    columns: Columns = field(default_factory=Columns)  # which CSV/TSV/JSONL columns are what
+    readmit: bool = False  # index again the questions of the sources deleted with --exclude
     # asked (with what --prune would remove) before a prune of more than PRUNE_CONFIRM_SHARE of
     # the index; None: nobody to ask, so such a prune is refused
     confirm_prune: Callable[[str], bool] | None = None
@@ -86,6 +90,8 @@ class IndexReport:
     metadata_updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    excluded: int = 0  # left out: deleted from their source with --exclude
+    sources: dict[str, int] = field(default_factory=dict)  # questions read from each source
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
     warnings: list[str] = field(default_factory=list)  # sources and dates that may not be what was meant
     undated: int = 0  # questions whose date is not a date (the first DATE_WARNINGS_KEPT are in warnings)
@@ -125,15 +131,21 @@ class _Chunk:
     pending: list[_Pending]
     field_edits: list[tuple[int, SourceQuestion]]
     unchanged: int
+    excluded: int = 0
 
 
-def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> _Chunk:
-    """A chunk of ``source``'s questions compared with the store (None: an index not created yet)."""
-    stored = {} if store is None else store.questions_with_ids(source, [q.external_id for q in questions])
+def _plan(store: Store | None, source: str, questions: list[SourceQuestion], readmit: bool = False) -> _Chunk:
+    """A chunk of ``source``'s questions compared with the store (None: an index not created yet);
+    those deleted with --exclude are left out, unless ``readmit``."""
+    ids = [q.external_id for q in questions]
+    stored = {} if store is None else store.questions_with_ids(source, ids)
+    excluded = set() if store is None or readmit else store.excluded_ids(source, ids)
     chunk = _Chunk([], [], 0)
     for question in questions:
         existing = stored.get(question.external_id)
-        if existing is None:
+        if question.external_id in excluded:
+            chunk.excluded += 1
+        elif existing is None:
             chunk.pending.append(_Pending(source, question, None))
         elif existing.content_hash != question.content_hash:
             chunk.pending.append(_Pending(source, question, existing.id))
@@ -144,9 +156,10 @@ def _plan(store: Store | None, source: str, questions: list[SourceQuestion]) -> 
     return chunk
 
 
-def _planned(store: Store, source: str, questions: Iterable[SourceQuestion]) -> Iterator[_Chunk]:
+def _planned(store: Store, source: str, questions: Iterable[SourceQuestion],
+             readmit: bool) -> Iterator[_Chunk]:
     """``questions`` of ``source`` compared with the store a chunk at a time."""
-    return (_plan(store, source, chunk) for chunk in chunked(questions, READ_CHUNK))
+    return (_plan(store, source, chunk, readmit) for chunk in chunked(questions, READ_CHUNK))
 
 
 def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: list[DataError],
@@ -158,21 +171,38 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     files = aliased(files, stored, report.warnings)
     kept = [] if options.prune else stored  # a prune removes the sources that the run does not name
     overlaps = Overlaps(store, [name for name, _ in files], kept)
+    failures: list[DataError] = []  # --on-error stop: every source's bad rows, reported together
     with index_progress(options.show_progress) as progress:
         task = progress.add_task("reading", total=None, unit="questions")
         for name, source in files:
-            for questions in chunked(source.check(problems), READ_CHUNK):
-                overlaps.add(name, questions)
-                chunk = _plan(store, name, questions)
-                report.added += sum(p.row_id is None for p in chunk.pending)
-                report.reembedded += sum(p.row_id is not None for p in chunk.pending)
-                report.metadata_updated += len(chunk.field_edits)
-                report.unchanged += chunk.unchanged
-                progress.advance(task, len(questions))
-    report.read = sum(len(source.ids) for _, source in files)
-    report.warnings += overlaps.warnings(files) + _date_warnings(files)
+            try:
+                for questions in chunked(source.check(problems), READ_CHUNK):
+                    overlaps.add(name, questions)
+                    chunk = _plan(store, name, questions, options.readmit)
+                    report.added += sum(p.row_id is None for p in chunk.pending)
+                    report.reembedded += sum(p.row_id is not None for p in chunk.pending)
+                    report.metadata_updated += len(chunk.field_edits)
+                    report.unchanged += chunk.unchanged
+                    report.excluded += chunk.excluded
+                    progress.advance(task, len(questions))
+            except DataError as err:
+                if options.on_error is OnError.skip:
+                    raise
+                failures.append(err)
+    if failures:
+        raise bad_rows(failures)
+    report.sources = {name: len(source.ids) for name, source in files}
+    report.read = sum(report.sources.values())
+    report.warnings += overlaps.warnings(files) + _made_id_warnings(files) + _date_warnings(files)
     report.undated = sum(source.undated for _, source in files)
     return files
+
+
+def _made_id_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
+    """Name the CSV/TSV sources without an id column, whose ids are made from their text."""
+    return [f"{source.path}: no 'id' column, so each question's id is made from its text (the same "
+            "on every run; an edited question gets a new one, which --prune tidies up); name the id "
+            "column with --id-column" for _, source in files if source.makes_ids]
 
 
 def _date_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
@@ -213,7 +243,7 @@ def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options:
     metadata-only edits are stored as they are read."""
     for name, source in files:
         waiting: list[_Pending] = []
-        for chunk in _planned(store, name, source.questions()):
+        for chunk in _planned(store, name, source.questions(), options.readmit):
             report.metadata_updated += store.update_fields(chunk.field_edits)
             report.unchanged += chunk.unchanged
             waiting += chunk.pending
@@ -284,7 +314,7 @@ def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOpt
 
 
 def _source_files(sources: Sequence[Path], options: IndexOptions) -> list[tuple[str, SourceFile]]:
-    return [(name, SourceFile(path, options.on_error, options.date_order))
+    return [(name, SourceFile(path, options.on_error, options.date_order, options.columns))
             for name, path in distinct_sources(sources)]
 
 
@@ -323,10 +353,11 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
 
 
 def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
-                     database: str | None = None) -> int:
+                     database: str | None = None, exclude: bool = False) -> int:
     """Remove questions by the user's ids (from ``source`` only, a file name or path, when given)
     and update the index files. Every id must name exactly one stored question, else nothing is
-    removed; returns how many were."""
+    removed; returns how many were. ``exclude``: later index runs of their source leave them out
+    (else a run of a file that still holds them adds them again)."""
     if read_manifest(index_dir) is None:  # checked before the lock, which would create the directory
         raise _nothing_to_delete(index_dir)
     with index_lock(index_dir):
@@ -351,7 +382,9 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
                 name, rows = next(iter(ambiguous.items()))
                 raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
                                  "name one with --source; nothing deleted")
-            removed = store.delete([rows[0][0] for rows in matches.values()])
+            chosen = {name: rows[0] for name, rows in matches.items()}  # (row id, source) by id
+            kept_out = [(source_of, name) for name, (_, source_of) in chosen.items()] if exclude else []
+            removed = store.delete([row_id for row_id, _ in chosen.values()], kept_out)
             sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url, manifest)
             return removed
 
@@ -362,50 +395,94 @@ def _nothing_to_delete(index_dir: Path) -> IndexDirectoryError:
 
 def index_sources(index_dir: Path, sources: Sequence[Path], model: str | None,
                   database: str | None = None, options: IndexOptions | None = None) -> IndexReport:
-    """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees)."""
+    """Index ``sources`` into ``index_dir`` (see the module docstring for the guarantees). A first
+    run that fails before storing a question leaves no index directory behind."""
     options = options or IndexOptions()
     require_index_type(options.index_type)  # before any work
     _require_sources(index_dir, sources, options)
     files = _source_files(sources, options)
+    existed = index_dir.is_dir()
+    fresh = _is_empty(index_dir)
     with index_lock(index_dir):
-        database = resolve_database(index_dir, database)
-        manifest_before = read_manifest(index_dir)
-        this_index = ensure_index_id(index_dir)
-        with Store(database) as store:
-            store.claim(this_index)
-            recorded = store.encoder()
-            spec = model or (recorded_model(index_dir, recorded) if recorded else DEFAULT_MODEL)
-            problems: list[DataError] = []
-            survey = IndexReport(str(index_dir), masked_url(database), spec)
-            files = _survey(store, files, problems, survey, options)
-            stale = _stale_ids(store, files) if options.prune else []
-            _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
-            encoder = load_encoder(spec, threads=options.threads)
-            identity = model_identity(spec, encoder)
-            moved_from = store.bind_encoder(identity)
-            report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
-                                 skipped=[str(p) for p in problems], warnings=survey.warnings,
-                                 undated=survey.undated, model_moved_from=moved_from or "")
-            generation_before = store.generation()
-            to_embed = survey.added + survey.reembedded
-            if not to_embed:  # no cluster to start for nothing
-                options = replace(options, engine=Engine.in_process)
-            if to_embed or survey.metadata_updated:
-                with _engine_session(options):  # once the sources are checked: a bad row stops the run first
-                    _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
-                                     report)
-            else:  # nothing to write: no second reading of the sources
-                report.unchanged = survey.unchanged
-            report.removed = store.delete(stale)
-            only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
-                          and manifest_before.generation == generation_before)
-            report.index_type, report.index_type_reason = resolve_index_type(
-                options.index_type, manifest_before.index_type if manifest_before else None, store.count())
-            with index_progress(options.show_progress) as progress:
-                manifest, report.faiss_rebuilt = sync_vector_index(
-                    index_dir, store, identity, report.index_type, database, manifest_before,
-                    only_added=only_added, progress=progress)
-            if manifest.encoder != identity:  # the model moved, and the files were current
-                write_manifest(index_dir, replace(manifest, encoder=identity))
-            report.total, report.parameters = manifest.count, manifest.parameters
-            return report
+        try:
+            return _index_locked(index_dir, files, model, database, options)
+        except Exception:
+            if fresh:
+                _remove_unfinished_first_run(index_dir, database, keep_directory=existed)
+            raise
+
+
+def _is_empty(index_dir: Path) -> bool:
+    """Is there nothing at ``index_dir`` yet (no directory, or an empty one)? An unreadable one
+    is taken as not empty."""
+    try:
+        return not index_dir.is_dir() or not any(index_dir.iterdir())
+    except OSError:
+        return False
+
+
+def _remove_unfinished_first_run(index_dir: Path, database: str | None, keep_directory: bool) -> None:
+    """Remove what a failed first run made (a bad row, a bad --model, a database refused), so
+    that no directory is left that looks like an index; a run that stored questions keeps them,
+    for its re-run to go on from."""
+    if read_manifest(index_dir) is not None:
+        return
+    try:
+        with Store(resolve_database(index_dir, database), read_only=True) as store:
+            store.require_owner(index_id(index_dir))
+            if store.count():
+                return
+    except UserError:  # no database made, none reachable, or another index's: nothing stored
+        pass
+    for entry in index_dir.iterdir() if keep_directory else [index_dir]:
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
+def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: str | None,
+                  database: str | None, options: IndexOptions) -> IndexReport:
+    """``index_sources`` once the index directory is locked."""
+    database = resolve_database(index_dir, database)
+    manifest_before = read_manifest(index_dir)
+    this_index = ensure_index_id(index_dir)
+    with Store(database) as store:
+        store.require_owner(this_index)  # claimed once the run can go ahead
+        recorded = store.encoder()
+        spec = model or (recorded_model(index_dir, recorded) if recorded else DEFAULT_MODEL)
+        problems: list[DataError] = []
+        survey = IndexReport(str(index_dir), masked_url(database), spec)
+        files = _survey(store, files, problems, survey, options)
+        stale = _stale_ids(store, files) if options.prune else []
+        _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
+        encoder = load_encoder(spec, threads=options.threads)
+        identity = model_identity(spec, encoder)
+        store.claim(this_index)
+        moved_from = store.bind_encoder(identity)
+        report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
+                             excluded=survey.excluded, sources=survey.sources,
+                             skipped=[str(p) for p in problems], warnings=survey.warnings,
+                             undated=survey.undated, model_moved_from=moved_from or "")
+        generation_before = store.generation()
+        to_embed = survey.added + survey.reembedded
+        if not to_embed:  # no cluster to start for nothing
+            options = replace(options, engine=Engine.in_process)
+        if to_embed or survey.metadata_updated:
+            with _engine_session(options):  # once the sources are checked: a bad row stops the run first
+                _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
+                                 report)
+        else:  # nothing to write: no second reading of the sources
+            report.unchanged = survey.unchanged
+        report.removed = store.delete(stale)
+        if options.readmit:
+            store.readmit([name for name, _ in files])
+        only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
+                      and manifest_before.generation == generation_before)
+        report.index_type, report.index_type_reason = resolve_index_type(
+            options.index_type, manifest_before.index_type if manifest_before else None, store.count())
+        with index_progress(options.show_progress) as progress:
+            manifest, report.faiss_rebuilt = sync_vector_index(
+                index_dir, store, identity, report.index_type, database, manifest_before,
+                only_added=only_added, progress=progress)
+        if manifest.encoder != identity:  # the model moved, and the files were current
+            write_manifest(index_dir, replace(manifest, encoder=identity))
+        report.total, report.parameters = manifest.count, manifest.parameters
+        return report

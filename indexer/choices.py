@@ -6,7 +6,8 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-DEFAULT_INDEX_DIR = Path("askalike-index")
+DEFAULT_INDEX_DIR = Path("askalike-index")  # in the working directory, unless $ASKALIKE_INDEX says
+INDEX_ENV_VAR = "ASKALIKE_INDEX"
 DATABASE_ENV_VAR = "ASKALIKE_DB"
 INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 AUTO_INDEX_TYPE = "auto"  # pick flat, hnsw or ivfpq by the collection's size (indexer.tuning)

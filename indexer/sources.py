@@ -17,7 +17,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +32,7 @@ SUBJECT_COLUMNS = ("subject", "title", "question", "text")  # the first one a so
 BODY_COLUMN = "body"
 ID_COLUMN = "id"
 DATE_KEY, CATEGORY_KEY = "date", "category"  # metadata that search filters on
+BAD_ROWS_SHOWN = 20  # bad rows named when --on-error stop refuses a run (all are counted)
 DATE_WARNINGS_KEPT = 20  # dates that are not dates named in a run's summary (all are counted)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab and newlines
 EXTERNAL_ID_CHARS = 512  # the longest id, and source path, the store's columns hold
@@ -104,10 +105,10 @@ def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
 
 
 def _question(path: Path, line: int | None, raw_id: Any, subject: Any, body: Any,
-              metadata: dict[str, Any]) -> Row:
+              metadata: dict[str, Any], id_column: str = ID_COLUMN) -> Row:
     external_id = normalize_id(raw_id) if raw_id is not None else ""
     if not external_id:
-        return DataError(path, f"missing or empty {ID_COLUMN!r}", line)
+        return DataError(path, f"missing or empty {id_column!r}", line)
     if _CONTROL.search(external_id):
         return DataError(path, f"id {external_id!r} contains control characters", line)
     if len(external_id) > EXTERNAL_ID_CHARS:
@@ -127,54 +128,147 @@ _JSON_TYPES = {dict: "an object", list: "an array", bool: "a boolean", int: "a n
                float: "a decimal number", type(None): "null", str: "a string"}
 
 
-def _json_type_problem(record: dict[str, Any], subject_key: str | None) -> str | None:
+def _json_type_problem(record: dict[str, Any], id_key: str, text_keys: list[str]) -> str | None:
     """What is wrong with the types of a record's id and text fields: the id must be a string or
     an integer (a float id or a boolean is a spreadsheet's or a program's slip, and would be
-    stored as "1.0" or "True"), the subject and body strings (null: no text)."""
-    value = record.get(ID_COLUMN)
+    stored as "1.0" or "True"), the texts strings (null: no text)."""
+    value = record.get(id_key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
-        return f"{ID_COLUMN!r} is {_JSON_TYPES[type(value)]}; expected a string or an integer"
-    for key in (subject_key, BODY_COLUMN):
-        value = record.get(key) if key else None
+        return f"{id_key!r} is {_JSON_TYPES[type(value)]}; expected a string or an integer"
+    for key in text_keys:
+        value = record.get(key)
         if value is not None and not isinstance(value, str):
             return f"{key!r} is {_JSON_TYPES[type(value)]}; expected a string"
     return None
 
 
-def _jsonl_rows(path: Path) -> Iterator[Row]:
+def _jsonl_rows(path: Path, columns: Columns) -> Iterator[Row]:
+    id_key = columns.id or ID_COLUMN
     for number, record in json_lines(path, unique_keys=True):
         if isinstance(record, DataError):
             yield record
             continue
-        subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
-        if problem := _json_type_problem(record, subject_key):
+        text_keys = list(columns.text) or [
+            next((key for key in SUBJECT_COLUMNS if key in record), ""), BODY_COLUMN]
+        if problem := _json_type_problem(record, id_key, text_keys):
             yield DataError(path, problem, number)
             continue
-        metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}
-        yield _question(path, number, record.get(ID_COLUMN),
-                        record.get(subject_key) if subject_key else "", record.get(BODY_COLUMN),
-                        metadata)
+        taken = {id_key, *text_keys}
+        metadata = ({k: record[k] for k in columns.metadata if k in record} if columns.metadata is not None
+                    else {k: v for k, v in record.items() if k not in taken})
+        subject, body = _subject_and_body(record, text_keys)
+        yield _question(path, number, record.get(id_key), subject or "", body, metadata, id_key)
 
 
-def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:
+@dataclass(frozen=True)
+class Columns:
+    """Which columns of a CSV/TSV file (keys of a JSON Lines record) hold what. The defaults
+    find them by name: ``id``; the first of SUBJECT_COLUMNS and ``body``; every other column
+    as metadata. A CSV/TSV file without an id column gets ids made from its text (``made_id``)."""
+
+    id: str | None = None
+    text: tuple[str, ...] = ()  # the first is the subject tables show, the rest joined as the body
+    metadata: tuple[str, ...] | None = None  # None: every column that is not id or text
+
+    def __post_init__(self) -> None:  # compared as headers are: trimmed, lower case
+        object.__setattr__(self, "id", _column_name(self.id) if self.id is not None else None)
+        object.__setattr__(self, "text", tuple(map(_column_name, self.text)))
+        if self.metadata is not None:
+            object.__setattr__(self, "metadata", tuple(map(_column_name, self.metadata)))
+
+    @property
+    def default(self) -> bool:
+        return self == Columns()
+
+
+def _column_name(name: str) -> str:
+    return name.strip().lower()
+
+
+def made_id(text: str, seen: dict[str, int]) -> str:
+    """The id of a question from a file without ids: the first 12 hex digits of its text's
+    sha256, so that it survives rows being added, removed or reordered (an edited question gets
+    a new id); a text repeated in the file gets ``-2``, ``-3``... in file order (``seen`` counts)."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    seen[digest] = seen.get(digest, 0) + 1
+    return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
+
+
+DELIMITERS = (",", ";", "\t")  # a .csv or .tsv file may use any of them: the header says which
+
+
+def sniff_delimiter(header_line: str, default: str) -> str:
+    """The separator of a header line: the one of DELIMITERS it has most often outside quotes
+    (``default`` when it has none: a one-column file)."""
+    unquoted = re.sub(r'"[^"]*"', "", header_line)
+    counts = {delimiter: unquoted.count(delimiter) for delimiter in DELIMITERS}
+    best = max(counts, key=lambda delimiter: (counts[delimiter], delimiter == default))
+    return best if counts[best] else default
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A delimited file's header read through ``Columns``: which column is what."""
+
+    header: list[str]
+    id_column: str | None  # None: ids made from the text
+    text_columns: list[str]
+    metadata_columns: list[str]
+
+
+def _layout(path: Path, header: list[str], columns: Columns) -> _Layout:
+    missing = [(option, name) for option, names in (("--id-column", [columns.id] if columns.id else []),
+                                                      ("--text-column", columns.text),
+                                                      ("--metadata-column", columns.metadata or ()))
+               for name in names if name not in header]
+    if missing:
+        option, name = missing[0]
+        raise DataError(path, f"no column {name!r} ({option}) in the header {header}", 1)
+    id_column = columns.id or (ID_COLUMN if ID_COLUMN in header else None)
+    text_columns = list(columns.text) or [name for name in (next(
+        (name for name in SUBJECT_COLUMNS if name in header), None), BODY_COLUMN) if name in header]
+    if not text_columns:
+        raise DataError(path, f"the header {header} has none of the text columns "
+                              f"{[*SUBJECT_COLUMNS, BODY_COLUMN]}: name them with --text-column", 1)
+    taken = {id_column, *text_columns}
+    metadata = list(columns.metadata) if columns.metadata is not None else [
+        name for name in header if name not in taken]
+    return _Layout(header, id_column, text_columns, metadata)
+
+
+def _subject_and_body(record: dict[str, Any], text_columns: list[str]) -> tuple[Any, str]:
+    """The first text column as the subject, the others joined (blank lines between) as the body."""
+    rest = [record[name] for name in text_columns[1:] if record.get(name) not in (None, "")]
+    body = rest[0] if len(rest) == 1 else "\n\n".join(str(value).strip() for value in rest)
+    return record.get(text_columns[0]), body
+
+
+def read_header(path: Path, columns: Columns) -> tuple[str, _Layout]:
+    """The separator and layout of a CSV/TSV file, from its first line."""
+    default = "\t" if source_format(path) == ".tsv" else ","
     lines = numbered_lines(path)
-    reader = csv.reader((text + "\n" for _, text in lines), delimiter=delimiter, strict=True)
+    first = next(lines, (1, ""))[1]
+    lines.close()
+    delimiter = sniff_delimiter(first, default)
     try:
-        header = [name.strip().lower() for name in next(reader)]
-    except StopIteration:
-        raise DataError(path, "empty file: expected a header row", 1) from None
+        header = next(csv.reader([first + "\n"], delimiter=delimiter, strict=True), [])
     except csv.Error as err:
         raise DataError(path, f"broken header row: {err}", 1) from None
+    if not header:
+        raise DataError(path, "empty file: expected a header row", 1)
+    header = [_column_name(name) for name in header]
     _require_distinct_columns(path, header)
-    if ID_COLUMN not in header:
-        raise DataError(path, f"no {ID_COLUMN!r} column in the header {header}", 1)
-    subject_column = next((name for name in SUBJECT_COLUMNS if name in header), None)
-    if subject_column is None and BODY_COLUMN not in header:
-        raise DataError(path, f"the header {header} has none of the text columns "
-                              f"{[*SUBJECT_COLUMNS, BODY_COLUMN]}", 1)
-    text_columns = {ID_COLUMN, subject_column, BODY_COLUMN}
+    return delimiter, _layout(path, header, columns)
+
+
+def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
+    delimiter, layout = read_header(path, columns)
+    lines = numbered_lines(path)
+    next(lines)  # the header
+    reader = csv.reader((text + "\n" for _, text in lines), delimiter=delimiter, strict=True)
+    made_ids: dict[str, int] = {}
     while True:
-        start = reader.line_num + 1
+        start = reader.line_num + 2  # the reader's lines start after the header
         try:
             row = next(reader)
         except StopIteration:
@@ -184,15 +278,16 @@ def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:
             raise DataError(path, f"broken quoting: {err}", start) from None
         if not any(cell.strip() for cell in row):
             continue
-        if len(row) != len(header):
-            yield DataError(path, f"expected {len(header)} fields ({', '.join(header)}), "
+        if len(row) != len(layout.header):
+            yield DataError(path, f"expected {len(layout.header)} fields ({', '.join(layout.header)}), "
                                   f"got {len(row)}", start)
             continue
-        record = dict(zip(header, row, strict=True))
-        metadata = {k: v for k, v in record.items() if k not in text_columns and v != ""}
-        yield _question(path, start, record[ID_COLUMN],
-                        record[subject_column] if subject_column else "", record.get(BODY_COLUMN),
-                        metadata)
+        record = dict(zip(layout.header, row, strict=True))
+        subject, body = _subject_and_body(record, layout.text_columns)
+        metadata = {name: record[name] for name in layout.metadata_columns if record[name] != ""}
+        raw_id = (record[layout.id_column] if layout.id_column
+                  else made_id(join_subject_body(clean_text(subject), clean_text(body)), made_ids))
+        yield _question(path, start, raw_id, subject, body, metadata, layout.id_column or ID_COLUMN)
 
 
 def _require_distinct_columns(path: Path, header: list[str]) -> None:
@@ -234,8 +329,10 @@ def _cqa_xml_rows(path: Path) -> Iterator[Row]:
         yield row
 
 
-READERS = {".jsonl": _jsonl_rows, ".ndjson": _jsonl_rows, ".csv": lambda p: _delimited_rows(p, ","),
-           ".tsv": lambda p: _delimited_rows(p, "\t"), ".txt": _text_rows, ".xml": _cqa_xml_rows}
+READERS: dict[str, Callable[[Path, Columns], Iterator[Row]]] = {
+    ".jsonl": _jsonl_rows, ".ndjson": _jsonl_rows, ".csv": _delimited_rows, ".tsv": _delimited_rows,
+    ".txt": lambda path, _: _text_rows(path), ".xml": lambda path, _: _cqa_xml_rows(path)}
+MAPPED_FORMATS = (".jsonl", ".ndjson", ".csv", ".tsv")  # where Columns apply
 
 
 def source_format(path: Path) -> str:
@@ -309,12 +406,45 @@ def dated(question: SourceQuestion, order: DateOrder | None, path: Path) -> tupl
         return question, str(DataError(path, f"{where}{DATE_KEY} {value!r} {err}", question.line))
 
 
+class BadRowsError(DataError):
+    """``--on-error stop`` refusing a run for several bad rows: the first BAD_ROWS_SHOWN named, one
+    a line, and how many there are, so that one run shows every fix to make."""
+
+    def __init__(self, problems: list[DataError], count: int) -> None:
+        self.problems, self.count = problems[:BAD_ROWS_SHOWN], count
+        more = count - len(self.problems)
+        self._lines = [str(problem) for problem in self.problems]
+        if more:
+            self._lines.append(f"... and {more:,} more bad rows")
+        self._lines.append(f"{count:,} bad rows: nothing was stored; fix them, or index the good rows "
+                           "with --on-error skip")
+        first = problems[0]
+        super().__init__(first.path, first.message, first.line)
+        self.args = ("\n".join(self._lines),)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def lines(self) -> list[str]:
+        return self._lines
+
+
+def bad_rows(failures: list[DataError]) -> DataError:
+    """One error for the bad rows of ``failures`` (each a bad row, or a BadRowsError of several):
+    the only one as it is, else a BadRowsError naming them all."""
+    problems = [p for failure in failures
+                for p in (failure.problems if isinstance(failure, BadRowsError) else [failure])]
+    count = sum(failure.count if isinstance(failure, BadRowsError) else 1 for failure in failures)
+    return problems[0] if count == 1 else BadRowsError(problems, count)
+
+
 @dataclass
 class SourceFile:
     """A question file read in two passes, so that a large one is never held in memory.
 
-    ``check`` validates every row before anything is stored: a bad row (or a repeated id) raises
-    with ``OnError.stop``; with ``skip`` it goes to ``problems``. It keeps only the good
+    ``check`` validates every row before anything is stored: with ``OnError.stop`` a bad row (or
+    a repeated id) raises once the whole file is read (``bad_rows``: all of them); with ``skip``
+    it goes to ``problems``. ``columns`` says which columns are what. It keeps only the good
     questions' ids (and where each starts), and counts the dates that are not dates (naming the
     first ``DATE_WARNINGS_KEPT``). ``questions`` then reads the good questions again, in the same
     order; a file changed in between is refused. Both passes parse dates by ``date_order``."""
@@ -322,6 +452,7 @@ class SourceFile:
     path: Path
     on_error: OnError
     date_order: DateOrder | None = None
+    columns: Columns = field(default_factory=Columns)
     ids: dict[str, int | None] = field(default_factory=dict)  # good question id -> its line
     undated: int = 0  # questions whose date is not a date
     date_warnings: list[str] = field(default_factory=list)  # the first of them, named
@@ -330,41 +461,72 @@ class SourceFile:
 
     def check(self, problems: list[DataError]) -> Iterator[SourceQuestion]:
         """The first pass: each good question, as it is validated."""
-        reader = READERS[source_format(self.path)]
+        self._require_mappable()
         require_regular_file(self.path)
         self._state = _file_state(self.path)
         self.ids.clear()
         self._left_out.clear()
         self.undated, self.date_warnings = 0, []
-        for position, row in enumerate(reader(self.path)):
-            if isinstance(row, SourceQuestion) and row.external_id in self.ids:
-                where = self.ids[row.external_id]
-                row = DataError(self.path, f"duplicate id {row.external_id!r}"
-                                           + (f" (first at line {where})" if where else ""), row.line)
-            if isinstance(row, DataError):
-                if self.on_error is OnError.stop:
-                    raise row
-                problems.append(row)
-                self._left_out.add(position)
-                continue
-            self.ids[row.external_id] = row.line
-            row, warning = dated(row, self.date_order, self.path)
-            if warning is not None:
-                self.undated += 1
-                if len(self.date_warnings) < DATE_WARNINGS_KEPT:
-                    self.date_warnings.append(warning)
-            yield row
+        stopping = self.on_error is OnError.stop
+        named: list[DataError] = []  # with --on-error stop: the first bad rows, reported at the end
+        count = 0
+        try:
+            for position, row in enumerate(self._rows()):
+                if isinstance(row, SourceQuestion) and row.external_id in self.ids:
+                    where = self.ids[row.external_id]
+                    row = DataError(self.path, f"duplicate id {row.external_id!r}"
+                                               + (f" (first at line {where})" if where else ""), row.line)
+                if isinstance(row, DataError):
+                    count += 1
+                    if not stopping:
+                        problems.append(row)
+                    elif len(named) < BAD_ROWS_SHOWN:
+                        named.append(row)
+                    self._left_out.add(position)
+                    continue
+                yield self._accepted(row)
+        except DataError as err:  # the rest of the file cannot be read: always named
+            if not named:
+                raise
+            named = [*named[: BAD_ROWS_SHOWN - 1], err]
+            count += 1
+        if named:
+            raise named[0] if count == 1 else BadRowsError(named, count)
+
+    def _accepted(self, row: SourceQuestion) -> SourceQuestion:
+        """A good question, its id kept and its date parsed (a value that is not a date counted)."""
+        self.ids[row.external_id] = row.line
+        row, warning = dated(row, self.date_order, self.path)
+        if warning is not None:
+            self.undated += 1
+            if len(self.date_warnings) < DATE_WARNINGS_KEPT:
+                self.date_warnings.append(warning)
+        return row
 
     def questions(self) -> Iterator[SourceQuestion]:
         """The second pass: the good questions that ``check`` passed, in file order."""
         self._require_unchanged()
-        for position, row in enumerate(READERS[source_format(self.path)](self.path)):
+        for position, row in enumerate(self._rows()):
             if position in self._left_out:
                 continue
             if isinstance(row, DataError) or self.ids.get(row.external_id, -1) != row.line:
                 raise self._changed()
             yield dated(row, self.date_order, self.path)[0]
         self._require_unchanged()
+
+    @property
+    def makes_ids(self) -> bool:
+        """Are the ids of this CSV/TSV file made from its text (it has no id column)?"""
+        return (source_format(self.path) in (".csv", ".tsv")
+                and read_header(self.path, self.columns)[1].id_column is None)
+
+    def _rows(self) -> Iterator[Row]:
+        return READERS[source_format(self.path)](self.path, self.columns)
+
+    def _require_mappable(self) -> None:
+        if not self.columns.default and source_format(self.path) not in MAPPED_FORMATS:
+            raise DataError(self.path, "--id-column, --text-column and --metadata-column apply to "
+                                       f"{', '.join(MAPPED_FORMATS)} files only")
 
     def _require_unchanged(self) -> None:
         if self._state is None or _file_state(self.path) != self._state:

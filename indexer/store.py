@@ -128,6 +128,13 @@ _SETTINGS = Table(
     Column("value", Text, nullable=False),
 )
 
+# questions deleted with --exclude: later index runs of their source leave them out
+_EXCLUDED = Table(
+    "excluded_questions", _SCHEMA,
+    Column("source", String(SOURCE_CHARS), primary_key=True),
+    Column("external_id", String(EXTERNAL_ID_CHARS), primary_key=True),
+)
+
 # an executemany update of whole rows: each parameter set names its row as "row_id"
 _UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
 
@@ -613,15 +620,38 @@ class Store(Database):
                              "to update are no longer in the database (did another program change "
                              "it?); this transaction was rolled back, earlier ones are kept")
 
-    def delete(self, ids: Sequence[int]) -> int:
-        """Remove questions (and their vectors) in one transaction."""
+    def delete(self, ids: Sequence[int], excluding: Sequence[tuple[str, str]] = ()) -> int:
+        """Remove questions (and their vectors) in one transaction; ``excluding``: the (source,
+        external id) of those that later index runs leave out (``delete --exclude``)."""
         if not ids:
             return 0
         with self.transaction() as connection:
             for part in _batches(ids):
                 connection.execute(delete(_QUESTIONS).where(_QUESTIONS.c.id.in_(part)))
+            if excluding:
+                connection.execute(insert(_EXCLUDED), [{"source": source, "external_id": external_id}
+                                                       for source, external_id in excluding])
             self._bump_generation(connection)
         return len(ids)
+
+    def readmit(self, sources: Sequence[str]) -> int:
+        """Forget the exclusions of ``sources`` (their questions are indexed again); how many."""
+        if not sources or not inspect(self.engine).has_table(_EXCLUDED.name):
+            return 0
+        with self.transaction() as connection:
+            return connection.execute(delete(_EXCLUDED).where(_EXCLUDED.c.source.in_(list(sources)))).rowcount
+
+    def excluded_ids(self, source: str, external_ids: Sequence[str]) -> set[str]:
+        """Those of ``external_ids`` that were deleted from ``source`` with --exclude (none in a
+        database from before exclusions, opened read-only)."""
+        if not inspect(self.engine).has_table(_EXCLUDED.name):
+            return set()
+        found: set[str] = set()
+        with self.reading() as connection:
+            for part in _batches(external_ids):
+                found.update(connection.scalars(select(_EXCLUDED.c.external_id).where(
+                    _EXCLUDED.c.source == source, _EXCLUDED.c.external_id.in_(part))))
+        return found
 
     def questions_with_ids(self, source: str, external_ids: Sequence[str]) -> dict[str, StoredQuestion]:
         """The stored questions of one source among ``external_ids``, by external id (what an

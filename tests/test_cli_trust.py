@@ -273,7 +273,7 @@ def test_delete_takes_a_source_as_search_does(built, monkeypatch):
     assert search_ids(index_dir, "visa", 30, "--source", "./q.jsonl")
     result = invoke("delete", "q4", "--source", "./q.jsonl", "--index", index_dir, "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"deleted": 1}
+    assert json.loads(result.stdout) == {"deleted": 1, "excluded": 0}
     assert_one_line_error(invoke("delete", "q5", "--source", "other.jsonl", "--index", index_dir),
                           r"no question with id 'q5' .* from other\.jsonl; nothing deleted")
 

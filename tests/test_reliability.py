@@ -49,7 +49,6 @@ REFUSED = {
     "external_entity.xml": r"external_entity\.xml: refused unsafe XML",
     "broken_quoting.csv": r"broken_quoting\.csv:3: broken quoting",
     "ragged_row.csv": r"ragged_row\.csv:3: expected 2 fields \(id, subject\), got 3",
-    "missing_id_column.csv": r"missing_id_column\.csv:1: no 'id' column",
     "no_text_columns.csv": r"no_text_columns\.csv:1: .*none of the text columns",
     "empty.csv": r"empty\.csv:1: empty file",
     "empty_question.csv": r"empty_question\.csv:3: question '2' is empty",

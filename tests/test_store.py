@@ -232,3 +232,12 @@ def test_category_counts_group_categories_as_filters_compare_them(database_url):
         store.write("a.csv", questions, _vectors(5), [None] * 5)
         # spelt as the first question of each spells it; no category and an empty one left out
         assert store.category_counts() == {"Cars": 1, "Visas": 2}
+
+
+def test_questions_deleted_with_exclude_are_named_until_readmitted(database_url):
+    with Store(database_url) as store:
+        ids = store.write("a.csv", _questions(3), _vectors(3), [None, None, None])
+        assert store.delete(ids[:2], [("a.csv", "q0"), ("a.csv", "q1")]) == 2
+        assert store.excluded_ids("a.csv", ["q0", "q1", "q2"]) == {"q0", "q1"}
+        assert store.excluded_ids("b.csv", ["q0"]) == set()
+        assert store.readmit(["a.csv"]) == 2 and store.excluded_ids("a.csv", ["q0", "q1"]) == set()

@@ -1,0 +1,150 @@
+"""What ``index``, ``index-info``, ``delete``, ``rerank`` and ``eval sts`` print for a person: a few
+short lines (what changed, counts, the index type and why, time and rate, sizes in MB, sources by
+file name), the full detail being their ``--json``. Figures of ranking (MAP, AvgRec, MRR) are
+x100 here, as in every table askalike prints; correlations are fractions (Pearson r 0.831).
+
+Each function returns plain lines; the commands print them through ``printable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
+from indexer.layout import default_database_url
+
+if TYPE_CHECKING:
+    from indexer.build import IndexReport
+
+SOURCES_NAMED = 5  # sources a summary names (--json lists them all)
+PERCENT_FIGURES = ("map", "avgrec", "mrr")  # ranking figures shown x100 (MRR already is)
+
+
+def model_label(model: str) -> str:
+    """A model as a person calls it: ``fast``/``accurate`` for the shipped ones, else as given."""
+    path = Path(model)
+    return path.name if path.parent == SHIPPED_MODELS_DIR and path.name in SHIPPED_MODELS else model
+
+
+def megabytes(size: int) -> str:
+    if size >= 1e6:
+        return f"{size / 1e6:,.1f} MB"
+    return f"{size / 1e6:.2f} MB" if size >= 5e3 else "< 0.01 MB"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def counted(items: Mapping[str, int], limit: int = SOURCES_NAMED) -> str:
+    """``name count`` pairs by file name, the first ``limit`` and how many more."""
+    named = [f"{Path(name).name} ({count:,})" for name, count in list(items.items())[:limit]]
+    more = len(items) - len(named)
+    return ", ".join(named) + (f" and {more:,} more" if more else "")
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def _changes(report: IndexReport) -> str:
+    skipped = len(report.skipped)
+    if report.dry_run:
+        parts = [(report.added, "to add"), (report.reembedded, "to embed again (text changed)"),
+                 (report.metadata_updated, "to update (metadata only)"), (report.removed, "to remove"),
+                 (skipped, "bad rows to skip" if skipped > 1 else "bad row to skip"),
+                 (report.unchanged, "unchanged")]
+    else:
+        parts = [(report.added, "added"), (report.reembedded, "embedded again (text changed)"),
+                 (report.metadata_updated, "updated (metadata only)"), (report.removed, "removed"),
+                 (skipped, "bad rows skipped" if skipped > 1 else "bad row skipped"),
+                 (report.unchanged, "unchanged")]
+    parts.append((report.excluded, "left out (deleted with --exclude)"))
+    said = [f"{count:,} {what}" for count, what in parts if count]
+    return ", ".join(said) if said else "nothing to do"
+
+
+def index_summary(report: IndexReport) -> list[str]:
+    """An index run (or a dry run) in three lines."""
+    kind = f"{report.index_type} index ({report.index_type_reason})"
+    if report.dry_run:
+        head = (f"Dry run, nothing written: {report.index_dir} would hold "
+                f"{plural(report.total, 'question')}; {kind}")
+    else:
+        head = f"{report.index_dir}: {plural(report.total, 'question')}; {kind}"
+    read = f"read {plural(report.read, 'question')}"
+    if len(report.sources) == 1:
+        read += f" from {Path(next(iter(report.sources))).name}"
+    elif report.sources:
+        read += f" from {counted(report.sources)}"
+    lines = [head, f"{read}: {_changes(report)}"]
+    embedded = report.added + report.reembedded
+    model = model_label(report.model) if report.model else "the index's own"
+    if embedded and not report.dry_run:
+        lines.append(f"embedded {plural(embedded, 'question')} in {duration(report.embed_seconds)} "
+                     f"({report.questions_per_s:,.0f} a second) with model {model}")
+    else:
+        lines.append(f"model {model}")
+    return lines
+
+
+def info_summary(info: Mapping[str, Any]) -> list[str]:
+    """``index-info`` in four lines."""
+    parameters = ", ".join(f"{name} {value}" for name, value in info["parameters"].items()
+                           if name != "chosen_for")
+    state = ("up to date" if info["up_to_date"]
+             else "the index files are behind the database: run `askalike check`")
+    sources = info["sources"]
+    updated = datetime.fromisoformat(info["updated_at"]).strftime("%Y-%m-%d %H:%M %Z").strip()
+    return [
+        f"{info['index']}: {plural(info['questions'], 'question')}; {info['index_type']} index"
+        + (f" ({parameters})" if parameters else "") + f", {state}",
+        f"{plural(len(sources), 'source')}: {counted(sources)}" if sources else "no sources",
+        f"model {model_label(info['model'])} ({info['dimensions']} dimensions, weights {info['weights']})",
+        f"{megabytes(info['directory_bytes'])} on disk (FAISS {megabytes(info['faiss_bytes'])}), "
+        f"{_database(info['index'], info['database'])}, updated {updated}",
+    ]
+
+
+def _database(index_dir: str, url: str) -> str:
+    own = url == default_database_url(Path(index_dir))
+    return "its own SQLite database" if own else f"database {url}"
+
+
+def delete_summary(index_dir: str, deleted: int, excluded: bool) -> list[str]:
+    if excluded:
+        return [f"{index_dir}: deleted {plural(deleted, 'question')}, kept out of later index runs "
+                "of their source files"]
+    return [f"{index_dir}: deleted {plural(deleted, 'question')}",
+            "indexing their source file again adds them back while it holds them: take them out of "
+            "the file too, or delete with --exclude"]
+
+
+def ranking_figures(figures: Mapping[str, float], prefix: str = "") -> str:
+    """MAP, AvgRec and MRR, all x100 (the JSON keeps the scorer's scales: fractions, MRR x100)."""
+    shown = {name: figures[prefix + name] * (1 if name == "mrr" else 100) for name in PERCENT_FIGURES}
+    return f"MAP {shown['map']:.2f}, AvgRec {shown['avgrec']:.2f}, MRR {shown['mrr']:.2f}"
+
+
+def rerank_summary(summary: Mapping[str, Any], model: str) -> list[str]:
+    lines = [f"reranked the related questions of {plural(summary['questions'], 'original question')} "
+             f"with {model_label(model)} ({summary['mode']}): {plural(summary['predictions'], 'prediction')} "
+             f"written to {summary['out']}"]
+    if "map" in summary:
+        lines.append(f"{ranking_figures(summary)} (x100); in the input's order "
+                     f"{ranking_figures(summary, 'ir_')}")
+    return lines
+
+
+def sts_summary(figures: Mapping[str, Any], model: str) -> list[str]:
+    how = "tuned on STSb train" if figures["tuned"] else "raw"
+    genres = ", ".join(f"{genre} {values['pearson']:.3f}" for genre, values in figures["genres"].items())
+    return [f"STS Benchmark {figures['split']} ({how}), {model_label(model)}: Pearson r "
+            f"{figures['pearson']:.3f}, Spearman {figures['spearman']:.3f} over {figures['n']:,} pairs",
+            f"Pearson r by genre: {genres}"]
