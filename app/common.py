@@ -181,6 +181,26 @@ ModeOption = Annotated[SearchMode | None, typer.Option(
     show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", envvar=INDEX_ENV_VAR, show_envvar=True,
                                            help="Index directory.")]
+
+class MinMatchError(UserError):
+    """A --min-match that is not a share of 100%."""
+
+
+def parse_min_match(text: str, zero_allowed: bool = True) -> float:
+    """``--min-match`` as a fraction: ``70%``, ``70`` (above 1: a percentage, as the match column
+    shows it) and ``0.7`` are all 0.7."""
+    stripped = text.strip()
+    try:
+        number = float(stripped.removesuffix("%"))
+    except ValueError:
+        raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 70% or 0.7)") from None
+    fraction = number / 100 if stripped.endswith("%") or number > 1 else number
+    if not (fraction >= 0 if zero_allowed else fraction > 0) or fraction > 1:
+        lowest = "from 0" if zero_allowed else "above 0"
+        raise MinMatchError(f"--min-match {text!r}: must be {lowest} and at most 100%")
+    return fraction
+
+
 DateFormatOption = Annotated[DateOrder | None, typer.Option(
     "--date-format", help="How to read a date written in numbers only, such as 10/01/2024: dmy "
                           "(10 January) or mdy (1 October).",

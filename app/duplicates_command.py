@@ -19,6 +19,7 @@ from app.common import (
     IndexOption,
     app,
     json_line,
+    parse_min_match,
     plain,
     printable,
     progress_bars,
@@ -42,26 +43,8 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
-class MinMatchError(UserError):
-    """A --min-match that is not a share between 0 and 100%."""
-
-
 class OutputFormatError(UserError):
     """An --out file whose format the options do not say."""
-
-
-def parse_min_match(text: str) -> float:
-    """``--min-match`` as a fraction: ``90%`` and ``90`` (above 1: a percentage, as the match
-    column shows it) and ``0.9`` are all 0.9."""
-    number = text.strip().removesuffix("%")
-    try:
-        value = float(number)
-    except ValueError:
-        raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 90% or 0.9)") from None
-    fraction = value / 100 if text.strip().endswith("%") or value > 1 else value
-    if not 0 < fraction <= 1:
-        raise MinMatchError(f"--min-match {text!r}: must be above 0 and at most 100%")
-    return fraction
 
 
 def _csv_text(groups: list[DuplicateGroup]) -> str:
@@ -138,7 +121,7 @@ def duplicates(
 
     output_format = OutputFormat.json if as_json else output_format
     with user_errors():
-        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match)
+        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match, zero_allowed=False)
         if out is not None:  # before any work
             file_format = _file_format(out, output_format)
             require_output_file(out)

@@ -24,8 +24,8 @@ from app.common import (
     app,
     exported,
     json_line,
+    parse_min_match,
     plain,
-    print_figures,
     printable,
     progress_bars,
     question_markup,
@@ -176,9 +176,8 @@ def search(
     like: Annotated[str | None, typer.Option(
         "--like", help="More like this: the questions most alike to the one with this id (as "
                        "`show` takes it) instead of a query; by meaning.")] = None,
-    min_match: Annotated[float, typer.Option(
-        "--min-match", min=0.0, max=1.0, help="Leave out hits whose match is below this fraction "
-                                               "(0.5: 50%).")] = 0.0,
+    min_match: Annotated[str, typer.Option(
+        "--min-match", help="Leave out hits whose match is below this (50% or 0.5).")] = "0",
     collapse: Annotated[bool, typer.Option(
         "--collapse", help="Fold near-duplicates (cosine 0.95 or more) into the better hit they "
                            "repeat, shown as \"(+N alike)\".")] = False,
@@ -222,7 +221,8 @@ def search(
     with user_errors():
         filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
-    shown = Shown(k, min_match, collapse)
+    with user_errors():
+        shown = Shown(k, parse_min_match(min_match), collapse)
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
@@ -239,7 +239,8 @@ def search(
                 hits = shown.of(searcher, found)
                 answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
                                         len(found), hits))
-    _print_answers(answers, OutputFormat.json if as_json else output, columns, bool(filters), min_match)
+    _print_answers(answers, OutputFormat.json if as_json else output, columns, bool(filters),
+                   shown.min_match)
 
 
 @app.command("show")
@@ -359,9 +360,9 @@ def tui(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
-    min_match: Annotated[float | None, typer.Option(
-        "--min-match", min=0.0, max=0.9, help="Leave out hits whose match is below this fraction "
-                                               "(+ and - change it in the app).",
+    min_match: Annotated[str | None, typer.Option(
+        "--min-match", help="Leave out hits whose match is below this (30% or 0.3; + and - "
+                            "change it in the app).",
         show_default="0.3 (retrieval/results.py: TUI_MIN_MATCH)")] = None,
     collapse: Annotated[bool, typer.Option(
         "--collapse/--no-collapse", help="Fold near-duplicates into the better hit they repeat "
@@ -376,5 +377,7 @@ def tui(
     from retrieval.searcher import Searcher
 
     tuning = _tuning(ef_search, nprobe, k_factor)
-    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=min_match,
+    with user_errors():
+        lowest = None if min_match is None else parse_min_match(min_match)
+    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=lowest,
               collapse=collapse).run()
