@@ -29,7 +29,7 @@ def run_shell(lines: str, cwd) -> str:
     """``lines`` in bash with ``askalike`` as this checkout's CLI; their stdout."""
     command = f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.quote(sys.executable)} -m app"
     askalike = f'askalike() {{ {command} "$@"; }}'
-    env = {k: v for k, v in os.environ.items() if k != "ASKALIKE_INDEX"}
+    env = {k: v for k, v in os.environ.items() if k != "ASKALIKE_INDEX"} | {"COLUMNS": "80"}
     done = subprocess.run(["bash", "-ec", f"{askalike}\n{lines}"], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -37,8 +37,9 @@ def run_shell(lines: str, cwd) -> str:
 
 
 def masked(text: str) -> str:
-    """Timings and rates, which differ from run to run, as #."""
-    return re.sub(r"in [\d.]+ s \([\d,]+ a second\)", "in # s (# a second)", text)
+    """Timings and rates, which differ from run to run, as #; no trailing blanks."""
+    text = re.sub(r"in [\d.]+ s \([\d,]+ a second\)", "in # s (# a second)", text)
+    return "\n".join(line.rstrip() for line in text.splitlines())
 
 
 @pytest.mark.slow
@@ -50,8 +51,9 @@ def test_quickstart_runs_as_written_elsewhere_and_prints_what_the_readme_shows(t
     first, second = (block for block in blocks(quickstart, "sh"))
     first = "\n".join(line for line in first.splitlines() if not line.startswith("askalike tui"))
     printed = run_shell(first, tmp_path)
-    shown = blocks(quickstart[quickstart.index("### Any CSV"):], "")[0]
-    assert masked(shown) in masked(printed)
+    table = blocks(quickstart[quickstart.index("The search prints"):], "")[0]
+    summary = blocks(quickstart[quickstart.index("### Any CSV"):], "")[0]
+    assert masked(table) in masked(printed) and masked(summary) in masked(printed)
     assert "Printer offline" in run_shell(second, tmp_path)
 
 
