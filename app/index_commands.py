@@ -202,9 +202,9 @@ def check(
         for vector in report.damaged:
             stderr.print(message_line("damaged vector", vector), highlight=False, soft_wrap=True)
         if reembedded:
-            typer.echo(f"embedded {reembedded} damaged vectors again")
+            typer.echo(f"embedded {reembedded:,} damaged vectors again")
         verdict = "consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"
-        typer.echo(printable(f"{report.index}: {report.questions} questions, {report.vectors} "
+        typer.echo(printable(f"{report.index}: {report.questions:,} questions, {report.vectors:,} "
                              f"vectors: {verdict}"))
     if not report.ok:
         raise typer.Exit(1)
