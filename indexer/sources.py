@@ -141,19 +141,20 @@ def _json_type_problem(record: dict[str, Any], subject_key: str | None) -> str |
     return None
 
 
+def record_question(path: Path, number: int | None, record: dict[str, Any]) -> Row:
+    """One JSON object as a question (a JSON Lines row, or one that a program sent), validated
+    as every indexed row is; ``path`` and ``number`` name where it came from in the error."""
+    subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
+    if problem := _json_type_problem(record, subject_key):
+        return DataError(path, problem, number)
+    metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}
+    return _question(path, number, record.get(ID_COLUMN),
+                     record.get(subject_key) if subject_key else "", record.get(BODY_COLUMN), metadata)
+
+
 def _jsonl_rows(path: Path) -> Iterator[Row]:
     for number, record in json_lines(path, unique_keys=True):
-        if isinstance(record, DataError):
-            yield record
-            continue
-        subject_key = next((key for key in SUBJECT_COLUMNS if key in record), None)
-        if problem := _json_type_problem(record, subject_key):
-            yield DataError(path, problem, number)
-            continue
-        metadata = {k: v for k, v in record.items() if k not in (ID_COLUMN, subject_key, BODY_COLUMN)}
-        yield _question(path, number, record.get(ID_COLUMN),
-                        record.get(subject_key) if subject_key else "", record.get(BODY_COLUMN),
-                        metadata)
+        yield record if isinstance(record, DataError) else record_question(path, number, record)
 
 
 def _delimited_rows(path: Path, delimiter: str) -> Iterator[Row]:

@@ -466,6 +466,17 @@ class Store(Database):
         with self.reading() as connection:
             return list(connection.scalars(select(_QUESTIONS.c.id).order_by(_QUESTIONS.c.id)))
 
+    def with_external_id(self, external_id: str, source: str | None = None) -> list[StoredQuestion]:
+        """The stored questions whose id in their collection is ``external_id`` (of ``source``
+        only, a full path or a file name, when given): one per source that uses it."""
+        condition = _QUESTIONS.c.external_id == external_id
+        if source is not None:
+            condition &= or_(_QUESTIONS.c.source == source,
+                             _QUESTIONS.c.source.endswith("/" + source, autoescape=True))
+        with self.reading() as connection:
+            rows = connection.execute(select(*_QUESTION_COLUMNS).where(condition).order_by(_QUESTIONS.c.id))
+            return [StoredQuestion(*row) for row in rows]
+
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
         with self.reading() as connection:
@@ -543,9 +554,11 @@ class Store(Database):
                 yield row[0], join_subject_body(row[1], row[2])
 
     def write(self, source: str, questions: Sequence[SourceQuestion], vectors: np.ndarray,
-              existing_ids: Sequence[int | None]) -> list[int]:
-        """Insert new questions and replace changed ones, with their vectors, in one transaction.
-        Returns the row ids of the inserted ones."""
+              existing_ids: Sequence[int | None],
+              field_edits: Sequence[tuple[int, SourceQuestion]] = ()) -> list[int]:
+        """Insert new questions and replace changed ones, with their vectors, and store the
+        metadata-only ``field_edits`` (row id, question), in one transaction. Returns the row ids
+        of the inserted ones."""
         now = datetime.now(UTC)
         stored_vectors = _vector_columns(vectors, [f"{q.external_id!r} of {source}" for q in questions])
 
@@ -567,6 +580,9 @@ class Store(Database):
                     _QUESTIONS.c.id, sort_by_parameter_order=True), inserts))
             if updates:
                 self._update_rows(connection, updates)
+            if field_edits:
+                self._update_rows(connection, [{"row_id": row_id, **_fields(q), "updated_at": now}
+                                               for row_id, q in field_edits])
             self._bump_generation(connection)
         return inserted
 
