@@ -11,7 +11,7 @@ k pass, on every index type."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -140,12 +140,17 @@ class SearchResult:
     cosine: float
     score: float  # what the results are ordered by: the cosine, the BM25 score or the fused score
     duplicate_of: int | None = None  # rank of a better hit this one nearly duplicates
+    # the figure a person reads: the score as a fraction in [0, 1], falling as the rank does.
+    # Dense (the default, None): the cosine clipped at 0 (an unrelated question shows 0%, not the
+    # 2.5 of 5 of the angular scale). Lexical: the BM25 score as a share of
+    # ``LexicalIndex.full_match`` (the query's words, weighted by rarity, the question holds), at
+    # most 1. Hybrid: the fused score clipped to [0, 1] (relative to the query's candidates).
+    match: float = None  # type: ignore[assignment]
+    alike: tuple[SearchResult, ...] = ()  # near-duplicates folded into this hit (``collapse``)
 
-    @property
-    def match(self) -> float:
-        """The cosine clipped at 0, read as a fraction: unrelated questions (cosine about 0)
-        show as 0, not as the 2.5 of 5 that the angular scale gives them."""
-        return max(0.0, self.cosine)
+    def __post_init__(self) -> None:
+        if self.match is None:
+            object.__setattr__(self, "match", clipped(self.cosine))
 
     @property
     def excerpt(self) -> str:
@@ -157,7 +162,13 @@ class SearchResult:
                 "subject": self.subject, "excerpt": self.excerpt, "match": round(self.match, 4),
                 "cosine": round(self.cosine, 6), "score": round(self.score, 6),
                 "duplicate_of": self.duplicate_of,
+                "alike": [{"id": other.external_id, "source": other.source, "match": round(other.match, 4)}
+                          for other in self.alike],
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
+
+
+def clipped(fraction: float) -> float:
+    return min(1.0, max(0.0, fraction))
 
 
 class Searcher:
@@ -244,6 +255,23 @@ class Searcher:
             raise SearchError(f"question {question_id} is not in the index")
         vector = stored[int(question_id)]
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
+
+    def question(self, external_id: str, source: str | None = None) -> StoredQuestion:
+        """The stored question with the user's id ``external_id`` (from ``source`` only, a file
+        name or path, when given); a SearchError when there is none, or one in each of several
+        sources."""
+        wanted = None if source is None else source_named(source)
+        store = self.index.store
+        found = [question for name in store.counts_by_source()
+                 if wanted is None or name == wanted or name.endswith("/" + wanted)
+                 for question in store.questions_with_ids(name, [external_id]).values()]
+        if not found:
+            raise SearchError(f"no question with id {external_id!r} in {self.index.directory}"
+                              + (f" from {source}" if source else ""))
+        if len(found) > 1:
+            raise SearchError(f"id {external_id!r} is in {len(found)} sources "
+                              f"({', '.join(Path(q.source).name for q in found)}): name one with --source")
+        return found[0]
 
     def _require_questions(self) -> None:
         if self.count == 0:
@@ -345,6 +373,7 @@ class Searcher:
         10 of ``-k 1000``. Over an approximate index the dense list is itself approximate: a
         deeper one may find a question that a shallower one missed."""
         hybrid, depth, score = mode == SearchMode.hybrid, CANDIDATE_POOL, None
+        full = 1.0 if hybrid else self.lexical.full_match(query)  # what the match is a share of
         while True:
             words = self.lexical.top(query, depth, allowed)
             meaning = self._dense_hits(vector[None, :], depth, allowed, exclude=None)[0][0] if hybrid else []
@@ -359,7 +388,8 @@ class Searcher:
             seen_all = len(meaning) < depth if hybrid else len(words) < depth
             unseen = score(meaning[-1][1] if meaning else -1.0, words[-1][1] if len(words) == depth else 0.0)
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
-                return _results([(i, cosines[i], scores[i]) for i in ranked[:k]], found)
+                return _results([(i, cosines[i], scores[i]) for i in ranked[:k]], found,
+                                lambda score: clipped(score / full))
             depth = max(2 * depth, k)
 
     def _cosines(self, vector: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
@@ -371,8 +401,10 @@ class Searcher:
         return self.index.store.vectors_of(sorted(ids), self.index.manifest.encoder.dim)
 
 
-def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion]) -> list[SearchResult]:
-    """SearchResults of (id, cosine, score) hits, best first."""
+def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion],
+             match: Callable[[float], float] | None = None) -> list[SearchResult]:
+    """SearchResults of (id, cosine, score) hits, best first; ``match`` maps a score to the
+    hit's match (None: the dense match of its cosine)."""
     return [SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject, found[i].body,
-                         found[i].metadata, cosine, score)
+                         found[i].metadata, cosine, score, match=None if match is None else match(score))
             for rank, (i, cosine, score) in enumerate(hits, start=1)]

@@ -1,0 +1,70 @@
+"""What a person is shown of a search's hits, shared by the CLI, the TUI and the HTTP server:
+weak hits dropped (``at_least``), near-duplicates folded into their better hit (``collapsed``),
+and the JSON payload of one search (``search_payload``, its schema in docs/cli.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from indexer.store import StoredQuestion
+from retrieval.duplicates import mark_near_duplicates
+from retrieval.fusion import SearchMode
+from retrieval.searcher import Searcher, SearchResult
+
+COLLAPSE_DEPTH = 3  # a collapsed search reads this many hits per hit shown, to fill k after folding
+TUI_MIN_MATCH = 0.3  # the TUI's default: below it, hits are mostly unrelated
+
+
+def at_least(results: list[SearchResult], min_match: float) -> list[SearchResult]:
+    """The hits whose match reaches ``min_match`` (a fraction); the match falls as the rank
+    does, so these are the leading ones."""
+    return [result for result in results if result.match >= min_match]
+
+
+def collapsed(results: list[SearchResult]) -> list[SearchResult]:
+    """``results`` (marked by ``mark_near_duplicates``) with each near-duplicate folded into the
+    better hit it duplicates (or into the hit that one is folded into), as its ``alike``; the
+    hits kept are ranked again from 1."""
+    leader_of: dict[int, int] = {}  # rank -> rank of the hit it is folded into
+    folded: dict[int, list[SearchResult]] = {}
+    for result in results:
+        if result.duplicate_of is None:
+            leader_of[result.rank] = result.rank
+            folded[result.rank] = []
+        else:
+            leader = leader_of.get(result.duplicate_of, result.duplicate_of)
+            leader_of[result.rank] = leader
+            folded[leader].append(replace(result, duplicate_of=None))
+    kept = [result for result in results if result.duplicate_of is None]
+    return [replace(result, rank=rank, alike=(*result.alike, *folded[result.rank]))
+            for rank, result in enumerate(kept, start=1)]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How a search's hits are shown: at most ``k``, none below ``min_match``, near-duplicates
+    marked "≈ #N" or (``collapse``) folded into their better hit."""
+
+    k: int = 10
+    min_match: float = 0.0
+    collapse: bool = False
+
+    @property
+    def depth(self) -> int:
+        """How many hits to ask the searcher for."""
+        return self.k * COLLAPSE_DEPTH if self.collapse else self.k
+
+    def of(self, searcher: Searcher, results: list[SearchResult]) -> list[SearchResult]:
+        """``results`` (``depth`` of them, best first) as shown."""
+        marked = mark_near_duplicates(searcher, results)
+        return at_least(collapsed(marked) if self.collapse else marked, self.min_match)[: self.k]
+
+
+def search_payload(results: list[SearchResult], mode: SearchMode, query: str | None = None,
+                   like: SearchResult | StoredQuestion | None = None) -> dict[str, Any]:
+    """One search as JSON: the query (or, for "more like this", the question it started from),
+    the mode that ran, and the hits."""
+    source = {"query": query} if like is None else {"like": {"id": like.external_id, "source": like.source}}
+    return {**source, "mode": mode.value, "count": len(results),
+            "results": [result.as_json() for result in results]}

@@ -1,0 +1,112 @@
+"""What a person is shown of a search (``retrieval.results``): weak hits dropped, near-duplicates
+folded into their better hit, the match agreeing with the order in every mode, the JSON payload,
+and a question found by the user's own id."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from helpers import collection, write_jsonl
+
+from core.lexical import LexicalIndex
+from retrieval.fusion import SearchMode
+from retrieval.results import Shown, at_least, collapsed, search_payload
+from retrieval.searcher import Searcher, SearchError, SearchResult
+
+
+def hit(rank: int, cosine: float, duplicate_of: int | None = None) -> SearchResult:
+    return SearchResult(rank, 100 + rank, f"q{rank}", "/data/forum.jsonl", f"subject {rank}", "body", {},
+                        cosine=cosine, score=cosine, duplicate_of=duplicate_of)
+
+
+def test_at_least_drops_the_hits_below_the_min_match():
+    hits = [hit(1, 0.9), hit(2, 0.5), hit(3, 0.49), hit(4, -0.3)]
+    assert [h.rank for h in at_least(hits, 0.5)] == [1, 2]
+    assert at_least(hits, 0.0) == hits  # a negative cosine matches 0%, which reaches 0
+
+
+def test_collapse_folds_near_duplicates_into_the_hit_they_duplicate_and_ranks_again():
+    # 3 duplicates 1; 4 duplicates 2; 5 duplicates 4, which is itself folded into 2
+    hits = [hit(1, 0.9), hit(2, 0.8), hit(3, 0.7, 1), hit(4, 0.6, 2), hit(5, 0.5, 4), hit(6, 0.4)]
+    shown = collapsed(hits)
+    assert [(h.rank, h.external_id) for h in shown] == [(1, "q1"), (2, "q2"), (3, "q6")]
+    assert [[a.external_id for a in h.alike] for h in shown] == [["q3"], ["q4", "q5"], []]
+    assert all(a.duplicate_of is None for h in shown for a in h.alike)
+    assert collapsed([]) == []
+
+
+def test_payload_names_the_query_the_mode_and_each_hit_with_its_alike():
+    shown = collapsed([hit(1, 0.9), hit(2, 0.85, 1)])
+    payload = search_payload(shown, SearchMode.lexical, query="visa")
+    assert {k: payload[k] for k in ("query", "mode", "count")} == {"query": "visa", "mode": "lexical",
+                                                                  "count": 1}
+    first = payload["results"][0]
+    assert set(first) == {"rank", "id", "source", "subject", "excerpt", "match", "cosine", "score",
+                          "duplicate_of", "alike", "metadata"}
+    assert first["alike"] == [{"id": "q2", "source": "/data/forum.jsonl", "match": 0.85}]
+    like = search_payload([], SearchMode.dense, like=hit(7, 1.0))
+    assert like == {"like": {"id": "q7", "source": "/data/forum.jsonl"}, "mode": "dense", "count": 0,
+                    "results": []}
+
+
+def test_full_match_is_the_score_of_an_average_question_holding_each_word_once():
+    index = LexicalIndex.build([(1, "visa renewal fees"), (2, "cheap car prices"), (3, "visa office hours")])
+    assert index.scores_of("visa", [1])[1] / index.full_match("visa") == pytest.approx(1.0)
+    # a word no question holds lowers what any question can match
+    assert index.full_match("visa zzz") > index.full_match("visa")
+    assert index.full_match("the") == 1.0  # no words, only a stopword
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_the_match_falls_as_the_rank_does_in_every_mode(built, mode):
+    index_dir, _ = built
+    with Searcher(index_dir) as searcher:
+        results = searcher.search("where can i get a cheap car near the pearl", 15, mode=mode)
+    matches = [r.match for r in results]
+    assert matches == sorted(matches, reverse=True) and all(0.0 <= m <= 1.0 for m in matches)
+    assert len(set(matches)) > 1
+    if mode == SearchMode.lexical:  # the BM25 order, not the cosine's
+        assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+
+def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, tiny_model):
+    from helpers import index
+
+    records = collection(30)
+    copies = [{**records[3], "id": f"again{n}", "body": records[3]["body"] + " " * n} for n in (1, 2)]
+    write_jsonl(tmp_path / "forum.jsonl", [*records, *copies])
+    index(tmp_path / "forum.jsonl", tmp_path / "index", tiny_model)
+    query = f"{records[3]['subject']} {records[3]['body']}"
+    with Searcher(tmp_path / "index") as searcher:
+        shown = Shown(k=5, collapse=True)
+        results = shown.of(searcher, searcher.search(query, shown.depth))
+        plain = Shown(k=5).of(searcher, searcher.search(query, 5))
+        strict = Shown(k=5, min_match=0.99).of(searcher, searcher.search(query, 5))
+    assert len(results) == 5 and [r.rank for r in results] == [1, 2, 3, 4, 5]
+    assert {results[0].external_id, *(a.external_id for a in results[0].alike)} == {"q3", "again1", "again2"}
+    assert [r.duplicate_of for r in plain[:3]] == [None, 1, 1]
+    assert {r.external_id for r in strict} == {"q3", "again1", "again2"}
+
+
+def test_a_question_is_found_by_the_users_id(tmp_path, tiny_model):
+    from helpers import index
+
+    write_jsonl(tmp_path / "a.jsonl", collection(5))
+    write_jsonl(tmp_path / "b.jsonl", [replace_id(r, "b") for r in collection(3)])
+    index(tmp_path / "a.jsonl", tmp_path / "index", tiny_model, tmp_path / "b.jsonl")
+    with Searcher(tmp_path / "index") as searcher:
+        assert searcher.question("q4").subject == collection(5)[4]["subject"]
+        assert searcher.question("q1", source="b.jsonl").body.startswith("b ")
+        with pytest.raises(SearchError, match=r"'q1' is in 2 sources \(a.jsonl, b.jsonl\): name one"):
+            searcher.question("q1")
+        with pytest.raises(SearchError, match="no question with id 'q9'"):
+            searcher.question("q9")
+
+
+def replace_id(record: dict, prefix: str) -> dict:
+    return {**record, "body": f"{prefix} {record['body']}"}
+
+
+def test_a_result_made_without_a_match_gets_the_clipped_cosine():
+    assert hit(1, -0.2).match == 0.0 and replace(hit(1, 0.83), match=0.5).match == 0.5
