@@ -466,17 +466,6 @@ class Store(Database):
         with self.reading() as connection:
             return list(connection.scalars(select(_QUESTIONS.c.id).order_by(_QUESTIONS.c.id)))
 
-    def with_external_id(self, external_id: str, source: str | None = None) -> list[StoredQuestion]:
-        """The stored questions whose id in their collection is ``external_id`` (of ``source``
-        only, a full path or a file name, when given): one per source that uses it."""
-        condition = _QUESTIONS.c.external_id == external_id
-        if source is not None:
-            condition &= or_(_QUESTIONS.c.source == source,
-                             _QUESTIONS.c.source.endswith("/" + source, autoescape=True))
-        with self.reading() as connection:
-            rows = connection.execute(select(*_QUESTION_COLUMNS).where(condition).order_by(_QUESTIONS.c.id))
-            return [StoredQuestion(*row) for row in rows]
-
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
         with self.reading() as connection:

@@ -79,7 +79,8 @@ class LiveSearcher:
     def __init__(self, index_dir: Path, open_searcher: Callable[[Encoder | None], Searcher]) -> None:
         self.index_dir = index_dir
         self._open = open_searcher
-        self._swap = threading.Lock()
+        self._swap = threading.Lock()  # held briefly: to swap the current searcher, count its users
+        self._reloading = threading.Lock()  # held by the one thread opening a new state
         self._states = _ReadWriteLock()
         self._state = manifest_state(index_dir)
         self._current = open_searcher(None)
@@ -90,17 +91,22 @@ class LiveSearcher:
     def encoder(self) -> Encoder:
         return self._current.encoder
 
-    def refresh(self) -> None:
-        """Open the committed state if the manifest changed since the current one was opened."""
-        state = manifest_state(self.index_dir)
-        if state == self._state:
+    def refresh(self, wait: bool = False) -> None:
+        """Open the committed state if the manifest changed since the current one was opened.
+        While another thread opens it, searches go on with the current state (``wait``: wait for
+        that thread instead)."""
+        if manifest_state(self.index_dir) == self._state or not self._reloading.acquire(blocking=wait):
             return
-        with self._swap:
+        try:
+            state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
             if state == self._state:
                 return
             fresh = self._open(self._current.encoder)
-            old, self._current, self._state = self._current, fresh, state
-            self._retire(old)
+            with self._swap:
+                old, self._current, self._state = self._current, fresh, state
+                self._retire(old)
+        finally:
+            self._reloading.release()
 
     def _retire(self, searcher: Searcher) -> None:
         """Close ``searcher`` now if no search uses it, else when its last search ends."""
@@ -117,16 +123,16 @@ class LiveSearcher:
             with self._swap:
                 searcher = self._current
                 self._users[id(searcher)] = self._users.get(id(searcher), 0) + 1
-        try:
-            yield searcher
-        finally:
-            with self._swap:
-                self._users[id(searcher)] -= 1
-                if not self._users[id(searcher)]:
-                    del self._users[id(searcher)]
-                    retired = self._retired.pop(id(searcher), None)
-                    if retired is not None:
-                        retired.close()
+            try:
+                yield searcher
+            finally:
+                with self._swap:
+                    self._users[id(searcher)] -= 1
+                    if not self._users[id(searcher)]:
+                        del self._users[id(searcher)]
+                        retired = self._retired.pop(id(searcher), None)
+                        if retired is not None:
+                            retired.close()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -135,7 +141,7 @@ class LiveSearcher:
             try:
                 yield
             finally:
-                self.refresh()
+                self.refresh(wait=True)
 
     def close(self) -> None:
         with self._swap:
