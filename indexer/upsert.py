@@ -26,6 +26,7 @@ from core.dates import DateOrder
 from core.encoder import Encoder
 from core.model_dir import EncoderIdentity, require_same_encoder
 from indexer.build import delete_questions
+from indexer.database import StoreError
 from indexer.directory import resolve_database
 from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_lock
 from indexer.manifest import read_manifest
@@ -102,6 +103,16 @@ def _waiting(action: Callable[[], T], wait_s: float) -> T:
             time.sleep(LOCK_POLL_S)
 
 
+def stored_source(store: Store, name: str) -> str:
+    """The stored source that ``name`` means: a source's whole name, or its file name (as
+    ``search --source`` matches); ``name`` itself for a source not stored yet."""
+    matches = [source for source in store.counts_by_source()
+               if source == name or source.endswith("/" + name)]
+    if len(matches) > 1 and name not in matches:
+        raise StoreError(f"source {name!r} matches {len(matches)} sources: give its whole path")
+    return name if name in matches or not matches else matches[0]
+
+
 def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encoder: Encoder,
                      identity: EncoderIdentity, source: str = API_SOURCE, database: str | None = None,
                      lock_wait_s: float = 10.0,
@@ -124,6 +135,7 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
             if recorded is not None:
                 require_same_encoder(recorded, identity, str(index_dir),
                                      "write with the index's own model", IndexDirectoryError)
+            source = stored_source(store, source)
             stored = store.questions_with_ids(source, [q.external_id for q in questions])
             pending, row_ids, field_edits = [], [], []
             for question in questions:
