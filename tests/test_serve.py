@@ -291,3 +291,19 @@ def test_serve_refuses_a_missing_index(tmp_path):
     from helpers import assert_one_line_error, invoke
 
     assert_one_line_error(invoke("serve", "--index", tmp_path / "none", "--port", "1"), "no index here")
+
+
+def test_answers_are_as_documented(client):
+    from test_cli import assert_documented
+
+    searched = client.get("/search", params={"q": "visa", "k": 3, "collapse": "true"}).json()
+    assert_documented(searched, "search --json line")
+    for hit in searched["results"]:
+        assert_documented(hit, "search hit")
+    assert_documented(client.get("/questions/q1").json(), "serve question")
+    written = client.post("/questions", json={**NEW, "date": "not a date"}, headers=WRITE).json()
+    assert_documented(written, "serve write report")
+    assert written["warnings"] == ["questions:1: date 'not a date' is not a date (expected YYYY-MM-DD "
+                                   "(or an ISO 8601 date and time), DD/MM/YYYY or MM/DD/YYYY, 5 Jan 2024, "
+                                   "Jan 5, 2024 or 20240105)"]
+    assert_documented(client.get("/questions/nope").json(), "serve error")
