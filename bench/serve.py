@@ -278,6 +278,7 @@ def main() -> None:
     args = parser.parse_args()
 
     CACHE.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
     needed = args.questions + QUERIES + args.writes * len(args.clients)
     texts = real_questions(needed)
     collection, queries = texts[:args.questions], [t[:QUERY_CHARS] for t in texts[args.questions:][:QUERIES]]
@@ -300,16 +301,21 @@ def main() -> None:
         return
     command = (f"python -m bench.serve --questions {args.questions} "
                f"--clients {' '.join(map(str, args.clients))} "
-               f"--seconds {args.seconds:g} --writes {args.writes} --models {' '.join(args.models)}"
+               f"--seconds {args.seconds:g} --writes {args.writes} --write-batch {args.write_batch} "
+               f"--models {' '.join(args.models)}"
                + (" --peer-python ~/.cache/askalike/txtai-venv/bin/python" if args.peer_python else ""))
     peer = "" if args.peer_python else "\n\nThe txtai peer was not run (no `--peer-python`)."
     body = (f"{args.questions:,} real questions ({args.index_type} indexes), k={K}, queries cut to "
             f"{QUERY_CHARS} characters; {args.workers} worker process(es). Each client sends one search "
             f"at a time; \"writer adding\" runs while a client POSTs {args.writes:,} new questions in "
             f"batches of {args.write_batch} (and at least {args.seconds:g} s). Latency is what the client "
-            f"measured, load generator and server sharing the machine.\n\n{table}\n\nCounts checked "
+            f"measured, load generator and server sharing the machine, whose 1-minute load average "
+            f"was {load_before[0]:.1f} before the run started (other programs' demand on its "
+            f"{os.cpu_count()} cores).\n\n{table}\n\nCounts checked "
             f"after the runs: {'; '.join(checks)}.{peer}")
-    write_section("serve", "Serving: searches under load (askalike serve)", command, body)
+    write_section(f"serve-{args.questions}",
+                  f"Serving: searches under load (askalike serve, {args.questions:,} questions)",
+                  command, body)
 
 
 if __name__ == "__main__":
