@@ -193,6 +193,8 @@ def test_reads_need_a_key_when_told(built, tmp_path):
             assert client.get(path, headers=WRONG).status_code == 401
             assert client.get(path, headers=WRITE).status_code == 200
         assert client.post("/search", json={"queries": ["visa"]}).status_code == 401
+        assert client.post("/search", json={"queries": ["visa"]}, headers=WRONG).status_code == 401
+        assert client.post("/search", json={"queries": ["visa"]}, headers=WRITE).status_code == 200
         assert client.get("/health").status_code == client.get("/ready").status_code == 200
 
 
@@ -229,6 +231,9 @@ def test_each_limit_is_refused(built, tmp_path):
     with serving(built[0], tmp_path, limits=limits) as client:
         big = client.post("/questions", content=b"[" + b" " * 5000 + b"]", headers={**WRITE, **JSON})
         assert big.status_code == 413 and "4,096 bytes" in big.json()["error"]
+        unsized = client.post("/questions", content=iter([b"[" + b" " * 3000, b" " * 3000 + b"]"]),
+                              headers={**WRITE, **JSON})  # sent in chunks, without a length
+        assert unsized.status_code == 413 and "4,096 bytes" in unsized.json()["error"]
         long = client.get("/search", params={"q": "x" * 51})
         assert long.status_code == 422
         assert long.json() == {"error": "q: String should have at most 50 characters"}

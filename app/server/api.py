@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,6 +28,9 @@ from app.server.settings import ServerSettings, api_keys
 from core.errors import UserError
 from indexer.layout import IndexBusyError
 
+if TYPE_CHECKING:
+    from retrieval.live import LiveSearcher
+
 log = logging.getLogger("askalike.serve")
 PAGE = "page.html"
 
@@ -38,7 +41,7 @@ class _Loaded:
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.live: Any = None  # retrieval.live.LiveSearcher once loaded
+        self.live: LiveSearcher | None = None  # once loaded
         self.failure: str | None = None
         self.write_lock = threading.Lock()  # this process's writes, one at a time
 
@@ -63,7 +66,7 @@ class _Loaded:
             self.failure = "internal error (the server's log has the details)"
             log.exception("askalike serve: the index could not be loaded")
 
-    def require(self) -> Any:
+    def require(self) -> "LiveSearcher":
         if self.live is None:
             raise HTTPException(503, f"the index could not be loaded: {self.failure}" if self.failure
                                 else "the index is still loading")

@@ -180,16 +180,18 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
     def delete_question(id: Annotated[str, PathParam()],
                         source: Annotated[str | None, Query()] = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
-        from indexer.database import StoreError
         from indexer.upsert import delete_question
+        from retrieval.searcher import SearchError
 
         live = loaded.require()
-        with loaded.write_lock:
+        with live.searching() as searcher:
             try:
-                deleted = delete_question(live.index_dir, id, source, loaded.settings.database,
-                                          limits.lock_wait_s)
-            except StoreError as err:
-                raise HTTPException(404 if "no question" in str(err) else 409, str(err)) from None
+                searcher.question(id, source)
+            except SearchError as err:
+                raise HTTPException(404, str(err)) from None
+        with loaded.write_lock:
+            deleted = delete_question(live.index_dir, id, source, loaded.settings.database,
+                                      limits.lock_wait_s)
             live.refresh(wait=True)
         return {"deleted": deleted}
 

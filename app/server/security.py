@@ -10,6 +10,8 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 from core.credentials import masked_text
 
 Scope = MutableMapping[str, Any]
@@ -66,34 +68,23 @@ class BodyLimit:
             await self._refuse(send)
             return
         received = 0
-        started = False
 
         async def counted() -> Message:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.limit:
-                raise _TooLarge
+            if received > self.limit:  # a body sent without its length: refused as it grows
+                raise HTTPException(413, self._too_large())
             return message
 
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started |= message["type"] == "http.response.start"
-            await send(message)
+        await self.app(scope, counted, send)
 
-        try:
-            await self.app(scope, counted, tracked)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
+    def _too_large(self) -> str:
+        return f"the request body is over the limit of {self.limit:,} bytes"
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": f"the request body is over the limit of {self.limit:,} bytes"}).encode()
+        body = json.dumps({"error": self._too_large()}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
