@@ -227,14 +227,48 @@ def similarity_bar(fraction: float, width: int = 10) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-RESULT_COLUMNS = ("#", "match", "", "subject", "source")
+RESULT_FIELDS = ("id", "match", "subject", "excerpt", "category", "date", "source")  # --fields picks
+DEFAULT_FIELDS = ("id", "match", "subject", "source")
 
 
-def result_row(result: SearchResult, bar_width: int = 10) -> tuple[str, ...]:
-    """A search hit as the cells of ``RESULT_COLUMNS``, for the CLI table and the TUI: the match
-    as a percentage and a bar, and "≈ #N" before the subject of a near-duplicate of hit N."""
-    subject = printable(result.subject or result.excerpt)
+def result_subject(result: SearchResult) -> str:
+    """The subject (the excerpt where there is none), "≈ #N" before that of a near-duplicate of
+    hit N, and "(+3 alike)" after that of a hit near-duplicates were folded into."""
+    subject = printable(result.subject or result.excerpt, keep="")
     if result.duplicate_of is not None:
         subject = f"≈ #{result.duplicate_of}  {subject}"
-    return (str(result.rank), f"{result.match:>4.0%}", similarity_bar(result.match, bar_width), subject,
-            printable(Path(result.source).name))
+    return f"{subject}  (+{len(result.alike)} alike)" if result.alike else subject
+
+
+def result_value(result: SearchResult, field: str) -> str:
+    """One field of a hit as plain text (CSV, TSV): the match as a fraction, the source's whole path."""
+    if field == "match":
+        return f"{result.match:.4f}"
+    if field in ("category", "date"):
+        return printable(result.metadata.get(field) or "", keep="")
+    return printable({"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
+                      "source": result.source}[field], keep="")
+
+
+def result_row(result: SearchResult, fields: tuple[str, ...] = DEFAULT_FIELDS,
+               bar_width: int = 10) -> tuple[str, ...]:
+    """A search hit as the cells of a table (the CLI's and the TUI's): its rank, then ``fields``;
+    the match as a percentage and a bar, the source by its file name."""
+    cells = {"match": f"{result.match:>4.0%} {similarity_bar(result.match, bar_width)}",
+             "subject": result_subject(result), "source": printable(Path(result.source).name, keep="")}
+    return (str(result.rank), *(cells.get(field) or result_value(result, field) for field in fields))
+
+
+def question_markup(subject: str, body: str, metadata: dict[str, Any], facts: list[str]) -> str:
+    """A whole question as Rich markup (``show``, the TUI): the subject, ``facts`` with its
+    category and date in one dim line, the body, and the comments where the source has them."""
+    facts = [*facts, *(f"{name} {metadata[name]}" for name in ("category", "date") if metadata.get(name))]
+    parts = [f"[b]{markup_safe(subject)}[/b]", f"[dim]{markup_safe(' · '.join(facts))}[/dim]", "",
+             markup_safe(body)]
+    comments = metadata.get("comments") or []
+    if comments:
+        parts += ["", f"[b]{len(comments)} comments[/b]"]
+        for comment in comments:
+            who = " · ".join(str(comment[k]) for k in ("username", "date") if comment.get(k))
+            parts += [f"[dim]{markup_safe(who)}[/dim]", markup_safe(comment.get("text", "")), ""]
+    return "\n".join(parts)

@@ -1,16 +1,20 @@
-"""``askalike search``, ``rerank`` and ``similar``: thin layers over ``retrieval``."""
+"""``askalike search``, ``show``, ``rerank``, ``similar`` and ``tui``: thin layers over ``retrieval``."""
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from app.common import (
-    RESULT_COLUMNS,
+    DEFAULT_FIELDS,
+    RESULT_FIELDS,
     DatabaseOption,
     DateFormatOption,
     IndexOption,
@@ -22,12 +26,16 @@ from app.common import (
     json_line,
     plain,
     print_figures,
+    printable,
     progress_bars,
+    question_markup,
     result_row,
+    result_value,
     user_errors,
 )
 from core.model_dir import DEFAULT_MODEL
 from indexer.choices import DEFAULT_INDEX_DIR
+from retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -35,10 +43,12 @@ if TYPE_CHECKING:
     from retrieval.searcher import SearchResult, SearchTuning
 
 EfSearchOption = Annotated[int | None, typer.Option(
-    "--ef-search", min=1, help="hnsw indexes: candidates a search keeps (higher: more exact, slower).",
+    "--ef-search", min=1, help="hnsw indexes: candidates a search keeps for the best 10 (higher: "
+                               "more exact, slower); raised as needed for a larger -k and for filters.",
     show_default="as the index was built; see index-info")]
 NprobeOption = Annotated[int | None, typer.Option(
-    "--nprobe", min=1, help="ivf and ivfpq indexes: lists a search reads (higher: more exact, slower).",
+    "--nprobe", min=1, help="ivf and ivfpq indexes: lists a search reads for the best 10 (higher: "
+                            "more exact, slower); raised as needed for a larger -k and for filters.",
     show_default="as the index was built; see index-info")]
 KFactorOption = Annotated[int | None, typer.Option(
     "--k-factor", min=1, help="ivfpq indexes: candidates per result re-scored on the stored fp16 "
@@ -64,20 +74,96 @@ def _queries(query: str | None) -> list[str]:
         return [line.strip() for _, line in decoded_lines("stdin", sys.stdin.buffer) if line.strip()]
 
 
-def _results_table(query: str, results: list[SearchResult]) -> Table:
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"  # one line per search: retrieval.results.search_payload
+    csv = "csv"
+    tsv = "tsv"
+
+
+def _fields(text: str | None) -> tuple[str, ...]:
+    """--fields as a tuple of RESULT_FIELDS (comma-separated, in the order given)."""
+    if text is None:
+        return DEFAULT_FIELDS
+    fields = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    unknown = [name for name in fields if name not in RESULT_FIELDS]
+    if unknown or not fields:
+        raise typer.BadParameter(f"{', '.join(unknown) or 'none given'}: pick from "
+                                 f"{', '.join(RESULT_FIELDS)}", param_hint="--fields")
+    return fields
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One search as run: what it asked (a query, or "more like" a question), its mode, the hits
+    the searcher found and those shown."""
+
+    label: str  # the query, or "like ID" (CSV and TSV)
+    heading: str  # “the query”, or more like ID “its subject” (the table)
+    payload: dict[str, Any]
+    found: int  # hits before --min-match and --collapse
+    shown: list[SearchResult]
+
+
+def _nothing_shown(answered: Answered, filtered: bool, min_match: float) -> str:
+    """Why a search shows no hit, in words."""
+    if answered.found:
+        return f"no hit reaches --min-match {min_match:.0%}"
+    if filtered:
+        return "no questions match the filters"
+    if answered.payload["mode"] == SearchMode.lexical:
+        return "no question holds a word of the query (lexical mode: try --mode dense)"
+    return "no results"
+
+
+def _results_table(answered: Answered, fields: tuple[str, ...]) -> Table:
     from rich.table import Table
 
-    table = Table(title=plain(f"“{query}”"), title_justify="left", expand=False)
-    for name in RESULT_COLUMNS:
-        if name == "subject":
+    table = Table(title=plain(f"{answered.heading} · {answered.payload['mode']}"), title_justify="left",
+                  expand=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    for name in fields:
+        if name in ("subject", "excerpt"):
             table.add_column(name, ratio=3)
         elif name == "source":
             table.add_column(name, ratio=1, no_wrap=True, overflow="ellipsis", max_width=24)
         else:
-            table.add_column(name, justify="right", no_wrap=True)
-    for result in results:
-        table.add_row(*map(Text, result_row(result)))
+            table.add_column(name, justify="right" if name == "match" else "left", no_wrap=True)
+    for result in answered.shown:
+        table.add_row(*map(Text, result_row(result, fields)))
     return table
+
+
+def _write_rows(answers: list[Answered], fields: tuple[str, ...], delimiter: str) -> None:
+    """CSV or TSV on stdout: a header, then a row per hit with the search it answers."""
+    import csv
+
+    writer = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(["search", "rank", *fields])
+    for answered in answers:
+        for result in answered.shown:
+            writer.writerow([printable(answered.label, keep=""), result.rank,
+                             *(result_value(result, field) for field in fields)])
+
+
+def _print_answers(answers: list[Answered], output: OutputFormat, fields: tuple[str, ...],
+                   filtered: bool, min_match: float) -> None:
+    if output == OutputFormat.json:
+        for answered in answers:
+            typer.echo(json_line(answered.payload))
+        return
+    if output in (OutputFormat.csv, OutputFormat.tsv):
+        _write_rows(answers, fields, "," if output == OutputFormat.csv else "\t")
+        return
+    from rich.console import Console
+
+    console = Console()
+    for answered in answers:
+        if answered.shown:
+            console.print(_results_table(answered, fields))
+        else:
+            console.print(plain(f"{answered.heading} · {answered.payload['mode']}: "
+                                f"{_nothing_shown(answered, filtered, min_match)}"))
 
 
 @app.command("search")
@@ -87,8 +173,25 @@ def search(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per query.")] = 10,
+    like: Annotated[str | None, typer.Option(
+        "--like", help="More like this: the questions most alike to the one with this id (as "
+                       "`show` takes it) instead of a query; by meaning.")] = None,
+    min_match: Annotated[float, typer.Option(
+        "--min-match", min=0.0, max=1.0, help="Leave out hits whose match is below this fraction "
+                                               "(0.5: 50%).")] = 0.0,
+    collapse: Annotated[bool, typer.Option(
+        "--collapse", help="Fold near-duplicates (cosine 0.95 or more) into the better hit they "
+                           "repeat, shown as \"(+N alike)\".")] = False,
+    fields: Annotated[str | None, typer.Option(
+        "--fields", help="Columns of the table, CSV and TSV, comma-separated, from: "
+                         f"{', '.join(RESULT_FIELDS)}.",
+        show_default=",".join(DEFAULT_FIELDS))] = None,
+    output: Annotated[OutputFormat, typer.Option(
+        "--format", help="table; json (one line per query, as --json); csv or tsv (a row per hit).")]
+        = OutputFormat.table,
     source: Annotated[list[str] | None, typer.Option(help="Only this source (path or file "
-                                                          "name); repeatable.")] = None,
+                                                          "name); repeatable. With --like, also "
+                                                          "where its id is looked up.")] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only this category (any case); "
                                                             "repeatable.")] = None,
     since: Annotated[str | None, typer.Option(help="Only questions dated on or after this date "
@@ -100,30 +203,74 @@ def search(
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
     k_factor: KFactorOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one result a line.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines: one line per query, "
+                                                         "its hits inside (--format json).")] = False,
 ) -> None:
-    """Search an index by meaning."""
-    from rich.console import Console
+    """Search an index by meaning, by words or both; or (--like ID) for more like a question.
 
-    from retrieval.duplicates import mark_near_duplicates
+    The table shows each hit's id (what `show` and `delete` take) and its match, which falls as
+    the rank does in every mode."""
+    from retrieval.results import Shown, search_payload
     from retrieval.searcher import Searcher, SearchFilters
 
-    queries = _queries(query)
+    if like is not None and query is not None:
+        raise typer.BadParameter("give a QUERY or --like ID, not both", param_hint="--like")
+    if like is not None and mode not in (None, SearchMode.dense):
+        raise typer.BadParameter("--like searches by meaning: leave out --mode", param_hint="--mode")
+    columns = _fields(fields)
+    queries = [] if like is not None else _queries(query)
     with user_errors():
         filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
+    shown = Shown(k, min_match, collapse)
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
-        batches = [mark_near_duplicates(searcher, results)
-                   for results in searcher.search_many(queries, k, filters, mode)]
-    console = Console()
-    for text, results in zip(queries, batches, strict=True):
-        if as_json:
-            for result in results:
-                typer.echo(json_line({"query": text, **result.as_json()}))
-        elif results:
-            console.print(_results_table(text, results))
+        if like is not None:
+            liked = searcher.question(like, tuple(source or ()))
+            found = searcher.more_like(liked.id, shown.depth, filters)
+            hits = shown.of(searcher, found)
+            answers = [Answered(f"like {liked.external_id}",
+                                f"more like {liked.external_id} “{liked.subject}”",
+                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits)]
         else:
-            console.print(plain(f"“{text}”: no questions match the filters"))
+            ran = mode or searcher.default_mode
+            answers = []
+            for text, found in zip(queries, searcher.search_many(queries, shown.depth, filters, ran),
+                                   strict=True):
+                hits = shown.of(searcher, found)
+                answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
+                                        len(found), hits))
+    _print_answers(answers, OutputFormat.json if as_json else output, columns, bool(filters), min_match)
+
+
+@app.command("show")
+def show(
+    question_id: Annotated[str, typer.Argument(metavar="ID", help="The question's id in your "
+                                                                  "collection, as search shows it.")],
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
+    database: DatabaseOption = None,
+    source: Annotated[str | None, typer.Option(help="The source the id is from (path or file "
+                                                    "name), where several have it.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a whole question: subject, body, metadata and comments."""
+    from rich.console import Console
+
+    from indexer.directory import open_index
+    from retrieval.searcher import find_question
+
+    with user_errors():
+        index = open_index(index_dir, database)
+        try:
+            question = find_question(index, question_id, () if source is None else (source,))
+        finally:
+            index.close()
+    if as_json:
+        typer.echo(json_line({"id": question.external_id, "source": question.source,
+                              "subject": question.subject, "body": question.body,
+                              "metadata": question.metadata}))
+        return
+    facts = [f"id {question.external_id}", f"source {Path(question.source).name}"]
+    Console().print(question_markup(question.subject, question.body, question.metadata, facts))
 
 
 @app.command("rerank")
@@ -173,13 +320,16 @@ def similar(
     first: Annotated[str, typer.Argument(help="A text.")],
     second: Annotated[str, typer.Argument(help="Another text.")],
     model: ModelOption = DEFAULT_MODEL,
+    sts_scale: Annotated[bool, typer.Option(
+        "--sts-scale", help="Also the 0-5 similarity of the STS Benchmark (angular).")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Cosine and 0-5 similarity of two texts."""
+    """How alike two texts are: the match search shows (the cosine clipped at 0)."""
     import numpy as np
 
     from core.loader import load_encoder
     from core.similarity import angular_similarity, pair_cosine, require_known_words, require_text
+    from retrieval.searcher import clipped
 
     with user_errors():
         require_text([first, second])
@@ -188,9 +338,14 @@ def similar(
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
         vectors = encoder.encode(unique)
     cosine = pair_cosine(vectors[[0, -1]])
-    similarity = float(angular_similarity(np.array([cosine]))[0])
-    print_figures("Similarity", {"cosine": round(cosine, 6), "similarity": round(similarity, 4)},
-                  as_json)
+    figures = {"match": round(clipped(cosine), 4), "cosine": round(cosine, 6)}
+    if sts_scale:
+        figures["similarity"] = round(float(angular_similarity(np.array([cosine]))[0]), 4)
+    if as_json:
+        typer.echo(json.dumps(figures))
+        return
+    line = f"{figures['match']:.0%} match (cosine {cosine:.4f})"
+    typer.echo(line + (f", {figures['similarity']:.2f} on the STS 0-5 scale" if sts_scale else ""))
 
 
 @app.command("tui")
@@ -198,14 +353,22 @@ def tui(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     k: Annotated[int, typer.Option("-k", "--top", min=1, help="Results per search.")] = 20,
+    min_match: Annotated[float | None, typer.Option(
+        "--min-match", min=0.0, max=0.9, help="Leave out hits whose match is below this fraction "
+                                               "(+ and - change it in the app).",
+        show_default="0.3 (retrieval/results.py: TUI_MIN_MATCH)")] = None,
+    collapse: Annotated[bool, typer.Option(
+        "--collapse/--no-collapse", help="Fold near-duplicates into the better hit they repeat "
+                                         "(a switches it in the app).")] = True,
     mode: ModeOption = None,
     ef_search: EfSearchOption = None,
     nprobe: NprobeOption = None,
     k_factor: KFactorOption = None,
 ) -> None:
-    """Browse the index by meaning in a full-screen terminal app (Ctrl+T switches the mode)."""
+    """Browse the index by meaning in a full-screen terminal app (? lists the keys)."""
     from app.tui import SearchApp  # Textual loads only for the TUI
     from retrieval.searcher import Searcher
 
     tuning = _tuning(ef_search, nprobe, k_factor)
-    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode).run()
+    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=min_match,
+              collapse=collapse).run()

@@ -20,35 +20,37 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, SelectionList, Static
 
-from app.common import RESULT_COLUMNS, markup_safe, printable, result_row
+from app.common import markup_safe, printable, question_markup, result_row
 from core.credentials import masked_text
 from core.errors import UserError
-from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
+from retrieval.results import TUI_MIN_MATCH, Shown
 from retrieval.searcher import Searcher, SearchFilters, SearchResult
 
 DEBOUNCE_S = 0.3
 HELP = """\
 [b]askalike[/b]: search your questions by meaning
-
-  type            search as you type (Enter searches at once)
-  ↑ ↓             move through the results (from anywhere)
-  j k             the same, when not typing in the search box
-  Enter           open the selected question in full
-  m               more like the selected question
-  b  Escape       back to the previous search
-  f               filter by source, category or date
-  c               clear the filters
-  Ctrl+T          switch the search mode: dense (meaning), lexical (words), hybrid (both)
-  /               back to the search box
-  ?  F1           this help
-  q  Ctrl+C       quit (q when not typing in the search box)
-
-Match: the cosine of the query and the question, clipped at 0
-(unrelated questions score about 0%). "≈ #2" marks a near-duplicate of hit 2.
+  type        search as you type (Enter: at once)
+  Tab  /      move between the search box and the results
+  ↑ ↓   j k   move through the results (j k: when not typing)
+  Enter       the selected question in full
+  m           more like it        b  Escape   back
+  f           filters             c           clear them
+  a           fold near-duplicates ("+3 alike"), or list them
+  + -         raise or lower the minimum match (≥30%)
+  Ctrl+T      mode: dense (meaning), lexical (words), hybrid
+  ?  F1       this help           q  Ctrl+C   quit
+Letters act when the results have the focus (Tab, ↓ or Enter).
+Match: dense: the cosine (0 at least); lexical: the share of the
+query's words held; hybrid: the fused score. "≈ #2": a near-
+duplicate of hit 2.
 """
+MIN_MATCH_STEP = 0.1
+SOURCE_CHARS = 18  # the source column's widest (file names cut with "…")
+DETAIL_MIN_WIDTH = 100  # a terminal narrower shows no detail pane beside the results
+TUI_FIELDS = ("match", "subject", "source")
 
 
 @dataclass(frozen=True)
@@ -93,18 +95,50 @@ class MessageScreen(ModalScreen[None]):
         self.dismiss()
 
 
+@dataclass(frozen=True)
+class Choices:
+    """What the filter dialog offers: the index's sources (file names) and categories, each with
+    its count of questions."""
+
+    sources: dict[str, int] = field(default_factory=dict)
+    categories: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, searcher: Searcher) -> Choices:
+        store = searcher.index.store
+        try:
+            categories = store.category_counts()
+        except UserError:  # an index of an older askalike, not upgraded yet: sources only
+            categories = {}
+        sources: dict[str, int] = {}
+        for path, count in store.counts_by_source().items():
+            sources[Path(path).name] = sources.get(Path(path).name, 0) + count
+        return cls(sources, categories)
+
+
 class FilterScreen(ModalScreen[SearchFilters | None]):
+    """The filters: sources and categories picked from the index's own (space or a click
+    ticks one), dates typed."""
+
     BINDINGS: ClassVar = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, current: SearchFilters) -> None:
+    def __init__(self, current: SearchFilters, choices: Choices) -> None:
         super().__init__()
         self.current = current
+        self.choices = choices
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("Filters (comma-separated; empty = any)")
-            yield Input(", ".join(self.current.sources), placeholder="source file names", id="sources")
-            yield Input(", ".join(self.current.categories), placeholder="categories", id="categories")
+        with VerticalScroll(id="dialog"):
+            yield Label("Filters (none ticked: any; Tab moves, space ticks)")
+            for widget_id, title, offered, picked in (
+                    ("sources", "Sources", self.choices.sources, self.current.sources),
+                    ("categories", "Categories", self.choices.categories, self.current.categories)):
+                if offered:
+                    keys = {name.casefold() for name in picked}
+                    yield Label(title)
+                    yield SelectionList[str](*((Text(f"{printable(name, keep='')} ({count:,})"), name,
+                                                name.casefold() in keys) for name, count in offered.items()),
+                                             id=widget_id)
             yield Input(self.current.date_from or "", placeholder="from date (YYYY-MM-DD)", id="from")
             yield Input(self.current.date_to or "", placeholder="to date (YYYY-MM-DD)", id="to")
             with Horizontal(id="buttons"):
@@ -114,14 +148,15 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
     def _value(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value.strip()
 
-    def _items(self, widget_id: str) -> tuple[str, ...]:
-        return tuple(item.strip() for item in self._value(widget_id).split(",") if item.strip())
+    def _picked(self, widget_id: str) -> tuple[str, ...]:
+        lists = self.query(f"#{widget_id}").results(SelectionList)
+        return tuple(name for selection in lists for name in selection.selected)
 
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)
     def _apply(self) -> None:
         try:
-            filters = SearchFilters(self._items("sources"), self._items("categories"),
+            filters = SearchFilters(self._picked("sources"), self._picked("categories"),
                                     self._value("from") or None, self._value("to") or None)
         except UserError as err:  # an invalid date: said here, and the dialog stays open
             self.notify(printable(str(err), keep=""), severity="error", markup=False)
@@ -135,26 +170,24 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
 
 def detail_markup(result: SearchResult) -> str:
     """The full question: subject, metadata, body, and the comments when the source has them."""
-    meta = result.metadata
     facts = [f"match {result.match:.0%} (cosine {result.cosine:.3f})",
              *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
-             *(f"{name} {meta[name]}" for name in ("category", "date") if meta.get(name)),
+             *([f"{len(result.alike)} alike: {', '.join(a.external_id for a in result.alike)}"]
+               if result.alike else []),
              f"source {Path(result.source).name}", f"id {result.external_id}"]
-    parts = [f"[b]{markup_safe(result.subject)}[/b]", f"[dim]{markup_safe(' · '.join(facts))}[/dim]", "",
-             markup_safe(result.body)]
-    comments = meta.get("comments") or []
-    if comments:
-        parts += ["", f"[b]{len(comments)} comments[/b]"]
-        for comment in comments:
-            who = " · ".join(str(comment[k]) for k in ("username", "date") if comment.get(k))
-            parts += [f"[dim]{markup_safe(who)}[/dim]", markup_safe(comment.get("text", "")), ""]
-    return "\n".join(parts)
+    return question_markup(result.subject, result.body, result.metadata, facts)
 
 
-class DetailScreen(ModalScreen[None]):
-    """One question in full, scrollable."""
+def clipped_text(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, cut with "…" (a cell per character)."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
-    BINDINGS: ClassVar = [Binding("escape,q,enter", "dismiss", "Close"),
+
+class DetailScreen(ModalScreen[str | None]):
+    """One question in full, scrollable; dismissed with "more" when the user asks for more like it."""
+
+    BINDINGS: ClassVar = [Binding("escape,q,enter,b", "dismiss", "Close"),
+                          Binding("m", "dismiss('more')", "More like this"),
                           Binding("j", "scroll('down')", show=False),
                           Binding("k", "scroll('up')", show=False)]
 
@@ -165,6 +198,7 @@ class DetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="full"):
             yield Static(detail_markup(self.result), id="full-text")
+        yield Footer()
 
     def action_scroll(self, direction: str) -> None:
         scroll = self.query_one("#full", VerticalScroll)
@@ -181,13 +215,15 @@ class SearchApp(App[None]):
     #statusbar { height: 1; padding: 0 2; color: $text-muted; }
     #status { width: 1fr; }
     #filters { width: auto; color: $warning; padding-right: 2; }
+    #shown { width: auto; padding-right: 2; }
     #mode { width: auto; }
     #body { height: 1fr; }
     #results { width: 3fr; min-width: 40; }
     #detail { width: 2fr; border-left: solid $primary; padding: 0 1; }
     MessageScreen, FilterScreen, DetailScreen { align: center middle; }
-    #dialog { width: 70; max-width: 95%; height: auto; padding: 1 2; border: round $primary;
-              background: $panel; }
+    #dialog { width: 70; max-width: 95%; height: auto; max-height: 95%; padding: 1 2;
+              border: round $primary; background: $panel; }
+    #dialog SelectionList { height: auto; max-height: 6; }
     #full { width: 90%; height: 90%; padding: 1 2; border: round $primary; background: $panel; }
     #buttons { height: auto; margin-top: 1; }
     #dialog Button { margin-right: 2; }
@@ -200,6 +236,9 @@ class SearchApp(App[None]):
         Binding("b,escape", "back", "Back"),
         Binding("f", "filters", "Filters"),
         Binding("c", "clear_filters", "Clear filters"),
+        Binding("a", "toggle_collapse", "Alike"),
+        Binding("plus", "min_match(1)", "Min match +", show=False),
+        Binding("minus", "min_match(-1)", "Min match -", show=False),
         Binding("ctrl+t", "next_mode", "Mode", priority=True),
         Binding("slash", "focus_search", "Search", key_display="/"),
         Binding("down,j", "cursor('down')", "Down", show=False),
@@ -207,12 +246,17 @@ class SearchApp(App[None]):
     ]
 
     def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20,
-                 mode: SearchMode | None = None) -> None:
+                 mode: SearchMode | None = None, min_match: float | None = None,
+                 collapse: bool = True) -> None:
+        """``min_match``: None for ``TUI_MIN_MATCH``."""
         super().__init__(ansi_color=True)  # the terminal's own colours, light or dark
         self.open_searcher = open_searcher
         self.k = k
         self.mode = mode  # None until the searcher is open: then the index model's default
+        self.shown = Shown(k, TUI_MIN_MATCH if min_match is None else min_match, collapse)
         self.searcher: Searcher | None = None
+        self.choices = Choices()
+        self.found = 0  # hits of the last search before min-match and collapse
         self.filters = SearchFilters()
         self.history: list[Search] = []
         self.results: list[SearchResult] = []
@@ -225,6 +269,7 @@ class SearchApp(App[None]):
         with Horizontal(id="statusbar"):
             yield Static("", id="status")
             yield Static("", id="filters")
+            yield Static("", id="shown")
             yield Static("", id="mode")  # the search mode, once the searcher is open
         with Horizontal(id="body"):
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
@@ -234,8 +279,9 @@ class SearchApp(App[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns(*RESULT_COLUMNS)
+        table.add_columns("#", *TUI_FIELDS)
         table.loading = True
+        self._show_shown()
         self.sub_title = "loading…"
         self._status("Loading the model and the index…")
         self.query_one("#query", Input).focus()
@@ -245,18 +291,21 @@ class SearchApp(App[None]):
     def _open_searcher(self) -> None:
         try:
             searcher = self.open_searcher()
+            choices = Choices.of(searcher)
         except UserError as err:  # shown to the user, who can fix the cause
             self.call_from_thread(self._fail, str(err))
             return
-        self.call_from_thread(self._opened, searcher)
+        self.call_from_thread(self._opened, searcher, choices)
 
-    def _opened(self, searcher: Searcher) -> None:
+    def _opened(self, searcher: Searcher, choices: Choices) -> None:
         self.searcher = searcher
+        self.choices = choices
         self.query_one(DataTable).loading = False
         self._show_mode(self.mode or searcher.default_mode)
         index = searcher.index
-        self.sub_title = printable(f"{index.directory.name} · {Path(index.manifest.encoder.model).name} · "
-                                   f"{searcher.count:,} questions")
+        # the count first: a narrow terminal cuts the end of the header
+        self.sub_title = printable(f"{searcher.count:,} questions · {index.directory.name} · "
+                                   f"{Path(index.manifest.encoder.model).name}")
         if searcher.count == 0:
             self._fail(f"The index {index.directory} is empty.\n\nAdd questions with:\n"
                        f"  askalike index SOURCE --index {index.directory}")
@@ -313,30 +362,61 @@ class SearchApp(App[None]):
 
     @work(thread=True, exclusive=True, group="search")
     def _search(self, searcher: Searcher, search: Search, focus_results: bool) -> None:
+        shown = self.shown
         try:
             if search.like is not None:
-                results = searcher.more_like(search.like.row_id, self.k, search.filters)
+                found = searcher.more_like(search.like.row_id, shown.depth, search.filters)
             else:
-                results = searcher.search(search.query, self.k, search.filters, self.mode)
-            results = mark_near_duplicates(searcher, results)
+                found = searcher.search(search.query, shown.depth, search.filters, self.mode)
+            results = shown.of(searcher, found)
         except UserError as err:  # reported in the status line
             self.call_from_thread(self._status, f"Search failed: {masked_text(str(err))}")
             return
-        self.call_from_thread(self._show, search, results, focus_results)
+        self.call_from_thread(self._show, search, len(found), results, focus_results)
 
-    def _show(self, search: Search, results: list[SearchResult], focus_results: bool) -> None:
-        self.results = results
-        table = self.query_one(DataTable)
-        # the columns too: their widths only grow, so an earlier search's long subjects would
-        # keep pushing the source column out of view
-        table.clear(columns=True).add_columns(*RESULT_COLUMNS)
-        for result in results:
-            table.add_row(*map(Text, result_row(result, bar_width=6)))
-        found = f"{len(results)} results" if results else "no results"
-        self._status(f"{search.describe()}: {found}")
+    def _show(self, search: Search, found: int, results: list[SearchResult], focus_results: bool) -> None:
+        self.results, self.found = results, found
+        self._fill_table()
+        if results:
+            outcome = f"{len(results)} results"
+        elif found:
+            outcome = f"none reaches {self.shown.min_match:.0%} (- lowers it)"
+        else:
+            outcome = "no results"
+        self._status(f"{outcome} · {search.describe()}")  # the outcome first: a narrow terminal cuts the end
         self._detail(results[0] if results else None)
         if focus_results and results:
-            table.focus()
+            self.query_one(DataTable).focus()
+
+    def _fill_table(self) -> None:
+        """The results as rows, the subjects cut with "…" to the width the table has."""
+        table = self.query_one(DataTable)
+        rows = [result_row(result, TUI_FIELDS, bar_width=6) for result in self.results]
+        # the columns too: their widths only grow, so an earlier search's long subjects would
+        # keep pushing the source column out of view
+        table.clear(columns=True).add_columns("#", *TUI_FIELDS)
+        if not rows:
+            return
+        rank, match, source = (max(len(row[i]) for row in rows) for i in (0, 1, 3))
+        # each column has a cell of padding either side; 2 for the scrollbar
+        left = max(table.size.width - rank - match - 2 * 4 - 2, 20)
+        source = min(source, SOURCE_CHARS, left // 3)
+        subject = left - source
+        for row in rows:
+            table.add_row(Text(row[0]), Text(row[1]), Text(clipped_text(row[2], subject)),
+                          Text(clipped_text(row[3], source)))
+
+    def on_resize(self) -> None:
+        # below DETAIL_MIN_WIDTH columns the results take the whole width (Enter opens a question)
+        self.query_one("#detail").display = self.size.width >= DETAIL_MIN_WIDTH
+        self.call_after_refresh(self._refit)
+
+    def _refit(self) -> None:
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        self._fill_table()
+        if self.results:
+            table.move_cursor(row=min(row, len(self.results) - 1))
 
     def _detail(self, result: SearchResult | None) -> None:
         self.query_one("#detail-text", Static).update(detail_markup(result) if result else "")
@@ -350,7 +430,11 @@ class SearchApp(App[None]):
     def _selected(self) -> None:
         selected = self._selected_result()
         if selected is not None:
-            self.push_screen(DetailScreen(selected))
+            def then(choice: str | None) -> None:
+                if choice == "more":
+                    self._more_like(selected)
+
+            self.push_screen(DetailScreen(selected), callback=then)
 
     # ------------------------------------------------------------------ actions
 
@@ -361,9 +445,18 @@ class SearchApp(App[None]):
     def action_more_like(self) -> None:
         selected = self._selected_result()
         if selected is not None:
-            search = Search(like=selected, filters=self.filters)
-            self.history.append(search)
-            self._run(search, focus_results=True)
+            self._more_like(selected)
+
+    def _more_like(self, selected: SearchResult) -> None:
+        """Search for more like ``selected``; the search box empties (b brings the query back)."""
+        search = Search(like=selected, filters=self.filters)
+        self.history.append(search)
+        if self._debounce is not None:
+            self._debounce.stop()
+        query = self.query_one("#query", Input)
+        with query.prevent(Input.Changed):
+            query.value = ""
+        self._run(search, focus_results=True)
 
     def action_back(self) -> None:
         if len(self.history) < 2:
@@ -372,10 +465,9 @@ class SearchApp(App[None]):
         self.history.pop()
         previous = self.history[-1]
         self._show_filters(previous.filters)
-        if previous.like is None:
-            query = self.query_one("#query", Input)
-            with query.prevent(Input.Changed):
-                query.value = previous.query
+        query = self.query_one("#query", Input)
+        with query.prevent(Input.Changed):
+            query.value = previous.query
         self._run(previous, focus_results=True)
 
     def action_filters(self) -> None:
@@ -383,7 +475,7 @@ class SearchApp(App[None]):
             if filters is not None:
                 self._apply_filters(filters)
 
-        self.push_screen(FilterScreen(self.filters), callback=apply)
+        self.push_screen(FilterScreen(self.filters, self.choices), callback=apply)
 
     def action_clear_filters(self) -> None:
         self._apply_filters(SearchFilters())
@@ -403,6 +495,29 @@ class SearchApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return bool(self.filters) if action == "clear_filters" else True
+
+    def action_toggle_collapse(self) -> None:
+        """Fold near-duplicates into their better hit, or list them again; the search runs again."""
+        self.shown = replace(self.shown, collapse=not self.shown.collapse)
+        self._show_shown()
+        self._again()
+
+    def action_min_match(self, steps: int) -> None:
+        """Raise (or lower) the minimum match by ``steps`` tenths, within 0-100%; the search runs again."""
+        low = round(min(max(self.shown.min_match + steps * MIN_MATCH_STEP, 0.0), 0.9), 2)
+        if low != self.shown.min_match:
+            self.shown = replace(self.shown, min_match=low)
+            self._show_shown()
+            self._again()
+
+    def _again(self) -> None:
+        if self.history:
+            self._run(self.history[-1])
+
+    def _show_shown(self) -> None:
+        shown = self.shown
+        self.query_one("#shown", Static).update(
+            f"≥{shown.min_match:.0%} · {'alike folded' if shown.collapse else 'all listed'}")
 
     def action_next_mode(self) -> None:
         """Dense -> lexical -> hybrid -> dense, and the current text search again in the new mode."""

@@ -417,6 +417,18 @@ class Store(Database):
                                       .group_by(_QUESTIONS.c.source).order_by(_QUESTIONS.c.source))
             return {source: count for source, count in rows}
 
+    def category_counts(self) -> dict[str, int]:
+        """Questions per category (what a filter offers), each category spelt as the first
+        question in it spells it; a StoreError on a database of schema 1 (not yet upgraded)."""
+        self._require_filter_columns()
+        with self.reading() as connection:
+            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count())
+                                      .where(_QUESTIONS.c.category_key.is_not(None))
+                                      .group_by(_QUESTIONS.c.category_key)).all()
+        first = self.fetch([row[0] for row in rows])
+        return dict(sorted((str(first[i].metadata.get(CATEGORY_KEY, "")).strip(), count)
+                           for i, count in rows))
+
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
         with self.reading() as connection:

@@ -171,6 +171,23 @@ def clipped(fraction: float) -> float:
     return min(1.0, max(0.0, fraction))
 
 
+def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+    """The stored question with the user's id ``external_id`` (from one of ``sources`` only, file
+    names or paths, when given); a SearchError when there is none, or one in each of several
+    sources. Reads the store only: no model is loaded."""
+    wanted = [source_named(source) for source in sources]
+    found = [question for name in index.store.counts_by_source()
+             if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
+             for question in index.store.questions_with_ids(name, [external_id]).values()]
+    if not found:
+        raise SearchError(f"no question with id {external_id!r} in {index.directory}"
+                          + (f" from {', '.join(sources)}" if sources else ""))
+    if len(found) > 1:
+        raise SearchError(f"id {external_id!r} is in {len(found)} sources "
+                          f"({', '.join(Path(q.source).name for q in found)}): name one with --source")
+    return found[0]
+
+
 class Searcher:
     """An open index plus its encoder, loaded once per process; the BM25 file is read on the
     first lexical or hybrid search. ``default_mode`` follows the model's tuned hybrid weight
@@ -256,22 +273,9 @@ class Searcher:
         vector = stored[int(question_id)]
         return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
 
-    def question(self, external_id: str, source: str | None = None) -> StoredQuestion:
-        """The stored question with the user's id ``external_id`` (from ``source`` only, a file
-        name or path, when given); a SearchError when there is none, or one in each of several
-        sources."""
-        wanted = None if source is None else source_named(source)
-        store = self.index.store
-        found = [question for name in store.counts_by_source()
-                 if wanted is None or name == wanted or name.endswith("/" + wanted)
-                 for question in store.questions_with_ids(name, [external_id]).values()]
-        if not found:
-            raise SearchError(f"no question with id {external_id!r} in {self.index.directory}"
-                              + (f" from {source}" if source else ""))
-        if len(found) > 1:
-            raise SearchError(f"id {external_id!r} is in {len(found)} sources "
-                              f"({', '.join(Path(q.source).name for q in found)}): name one with --source")
-        return found[0]
+    def question(self, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+        """The stored question with the user's id (``find_question``)."""
+        return find_question(self.index, external_id, sources)
 
     def _require_questions(self) -> None:
         if self.count == 0:

@@ -94,11 +94,22 @@ def read_only(directory: Path) -> None:
     subprocess.run(["chmod", "-R", "a+rX,a-w", str(directory)], check=True)
 
 
+def search_hits(stdout: str) -> list[dict]:
+    """The hits of ``askalike search --json``'s lines (one a search), each with its search's
+    ``query`` (or ``like``) and ``mode``, in order."""
+    hits = []
+    for line in stdout.splitlines():
+        payload = json.loads(line)
+        asked = {key: payload[key] for key in ("query", "like", "mode") if key in payload}
+        hits += [{**asked, **hit} for hit in payload["results"]]
+    return hits
+
+
 def search_ids(index_dir: Path, query: str, k: int = 5, *extra: str | Path) -> list[str]:
     """The ids ``askalike search`` finds, best first."""
     result = invoke("search", query, "--index", index_dir, "-k", str(k), "--json", *extra)
     assert result.exit_code == 0, result.output
-    return [json.loads(line)["id"] for line in result.stdout.splitlines()]
+    return [hit["id"] for hit in search_hits(result.stdout)]
 
 
 def own_database(index_dir: Path) -> str:

@@ -183,11 +183,18 @@ def test_json_outputs_are_as_documented(tmp_path, tiny_model):
     (indexed,) = json_of(["index", str(source), "--model", str(tiny_model), *index])
     assert_documented(indexed, "index --json")
     lines = json_of(["search", *index, "-k", "2"], input="visa renewal\ncars\n")
-    assert len(lines) == 4 and lines[0]["id"] == "A1"
+    assert len(lines) == 2 and lines[0]["results"][0]["id"] == "A1"
     for line in lines:
         assert_documented(line, "search --json line")
+        for hit in line["results"]:
+            assert_documented(hit, "search hit")
+    collapsed = json_of(["search", "visa renewal", *index, "--collapse", "--min-match", "0.1"])[0]
+    assert_documented(collapsed, "search --json line")
+    (liked,) = json_of(["search", "--like", "A1", *index])
+    assert_documented(liked, "search --json line")
+    assert_documented(json_of(["show", "A1", *index])[0], "show --json")
     assert_documented(json_of(["check", *index])[0], "check --json")
-    (similar,) = json_of(["similar", "a visa", "a car", "--model", str(tiny_model)])
+    (similar,) = json_of(["similar", "a visa", "a car", "--model", str(tiny_model), "--sts-scale"])
     assert_documented(similar, "similar --json")
 
 

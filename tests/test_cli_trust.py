@@ -28,6 +28,7 @@ from helpers import (
     read_only,
     readable_index,
     run_cli,
+    search_hits,
     search_ids,
     write_jsonl,
 )
@@ -91,7 +92,7 @@ def test_control_sequences_are_escaped_in_the_table(evil, tiny_model):
     assert "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202eevil" in result.stdout.replace("\n", "")
     assert "[/x]" in result.stdout
     as_json = invoke("search", "how do i find a good visa", "--index", evil, "-k", "30", "--json")
-    hits = {hit["id"]: hit for hit in map(json.loads, as_json.stdout.splitlines())}
+    hits = {hit["id"]: hit for hit in search_hits(as_json.stdout)}
     assert hits["q3"]["subject"] == f"[/x] {EVIL}" and "\x1b" not in as_json.stdout
     info = invoke("index-info", "--index", evil)  # source names are the table's row names
     assert info.exit_code == 0 and "\\x1b" in info.stdout

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import runner
+from helpers import runner, search_hits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -198,7 +198,7 @@ def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
     repaired = runner.invoke(app, ["search", "zolfaghari", "--index", str(index_dir), "--mode", "lexical",
                                    "--json"])
     assert repaired.exit_code == 0, repaired.output
-    assert '"id": "rare"' in repaired.stdout.splitlines()[0]
+    assert search_hits(repaired.stdout)[0]["id"] == "rare"
 
 
 def test_hybrid_is_the_default_only_where_tuning_found_that_words_help():

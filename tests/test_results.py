@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from helpers import collection, write_jsonl
+from helpers import collection, index, write_jsonl
 
 from core.lexical import LexicalIndex
 from retrieval.fusion import SearchMode
@@ -71,8 +71,6 @@ def test_the_match_falls_as_the_rank_does_in_every_mode(built, mode):
 
 
 def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, tiny_model):
-    from helpers import index
-
     records = collection(30)
     copies = [{**records[3], "id": f"again{n}", "body": records[3]["body"] + " " * n} for n in (1, 2)]
     write_jsonl(tmp_path / "forum.jsonl", [*records, *copies])
@@ -90,14 +88,12 @@ def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, tiny_mo
 
 
 def test_a_question_is_found_by_the_users_id(tmp_path, tiny_model):
-    from helpers import index
-
     write_jsonl(tmp_path / "a.jsonl", collection(5))
     write_jsonl(tmp_path / "b.jsonl", [replace_id(r, "b") for r in collection(3)])
     index(tmp_path / "a.jsonl", tmp_path / "index", tiny_model, tmp_path / "b.jsonl")
     with Searcher(tmp_path / "index") as searcher:
         assert searcher.question("q4").subject == collection(5)[4]["subject"]
-        assert searcher.question("q1", source="b.jsonl").body.startswith("b ")
+        assert searcher.question("q1", ["b.jsonl"]).body.startswith("b ")
         with pytest.raises(SearchError, match=r"'q1' is in 2 sources \(a.jsonl, b.jsonl\): name one"):
             searcher.question("q1")
         with pytest.raises(SearchError, match="no question with id 'q9'"):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import QUIET, ROOT, collection, make_tiny_model, runner, write_jsonl
+from helpers import QUIET, ROOT, collection, make_tiny_model, runner, search_hits, write_jsonl
 
 from app.cli import app
 from app.common import result_row, similarity_bar
@@ -96,7 +96,7 @@ def test_until_a_day_includes_that_day_with_times(tmp_path, tiny_model):
     result = runner.invoke(app, ["search", "visa", "--index", str(tmp_path / "index"), "--until",
                                  "2024-03-15", "--json"])
     assert result.exit_code == 0, result.output
-    assert sorted(json.loads(line)["id"] for line in result.stdout.splitlines()) == ["t0", "t23", "t9"]
+    assert sorted(hit["id"] for hit in search_hits(result.stdout)) == ["t0", "t23", "t9"]
     refused = runner.invoke(app, ["search", "visa", "--index", str(tmp_path / "index"), "--since", "March"])
     assert refused.exit_code == 2 and "'March' is not a date" in refused.stderr
 
@@ -133,18 +133,21 @@ def test_search_command_table_json_and_stdin(index_dir):
     assert table.exit_code == 0 and "“" in table.stdout and "100%" in table.stdout
     lines = runner.invoke(app, ["search", "--index", str(index_dir), "-k", "2", "--json"],
                           input=f"{text}\n\nvisa\n").stdout.splitlines()
-    results = [json.loads(line) for line in lines]
+    assert [json.loads(line)["query"] for line in lines] == [text, "visa"]  # one line a query
+    results = search_hits("\n".join(lines))
     assert [r["query"] for r in results] == [text, text, "visa", "visa"]
     assert results[0]["id"] == "q5" and results[0]["rank"] == 1 and results[0]["match"] == 1.0
-    assert set(results[0]) == {"query", "rank", "id", "source", "subject", "excerpt", "match", "cosine",
-                               "score", "duplicate_of", "metadata"}
+    assert set(results[0]) == {"query", "mode", "rank", "id", "source", "subject", "excerpt", "match",
+                               "cosine", "score", "duplicate_of", "alike", "metadata"}
 
 
 def test_match_is_the_cosine_clipped_at_zero():
     result = SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=-0.2, score=-0.2)
-    assert result.match == 0.0 and replace(result, cosine=0.83).match == 0.83
+    assert result.match == 0.0
+    assert SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=0.83, score=0.83).match == 0.83
     assert similarity_bar(0.0, 10) == "░" * 10 and similarity_bar(0.5, 10) == "█" * 5 + "░" * 5
-    assert result_row(replace(result, cosine=0.83, duplicate_of=1))[1:4] == (" 83%", "████████░░", "≈ #1  s")
+    marked = replace(result, match=0.83, duplicate_of=1)
+    assert result_row(marked) == ("1", "a", " 83% ████████░░", "≈ #1  s", "forum.jsonl")
 
 
 def test_near_duplicates_point_to_the_best_ranked_copy():
@@ -159,9 +162,9 @@ def test_search_marks_a_question_asked_twice(tmp_path, tiny_model):
     twice = {**records[3], "id": "again", "body": records[3]["body"] + " "}
     write_jsonl(tmp_path / "forum.jsonl", [*records, twice])
     index_sources(tmp_path / "index", [tmp_path / "forum.jsonl"], str(tiny_model), options=QUIET)
-    lines = runner.invoke(app, ["search", text_of(records[3]), "--index", str(tmp_path / "index"),
-                                "-k", "3", "--json"]).stdout.splitlines()
-    first, second, third = (json.loads(line) for line in lines)
+    first, second, third = search_hits(runner.invoke(app, ["search", text_of(records[3]), "--index",
+                                                           str(tmp_path / "index"), "-k", "3",
+                                                           "--json"]).stdout)
     assert {first["id"], second["id"]} == {"q3", "again"}
     assert (first["duplicate_of"], second["duplicate_of"], third["duplicate_of"]) == (None, 1, None)
     table = runner.invoke(app, ["search", text_of(records[3]), "--index", str(tmp_path / "index"), "-k", "3"])
@@ -203,7 +206,10 @@ def test_similar_command(tiny_model):
     result = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
                                  "--json"])
     figures = json.loads(result.stdout)
-    assert figures == {"cosine": 1.0, "similarity": 5.0}
+    assert figures == {"match": 1.0, "cosine": 1.0}
+    scaled = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
+                                 "--sts-scale", "--json"])
+    assert json.loads(scaled.stdout) == {"match": 1.0, "cosine": 1.0, "similarity": 5.0}
 
 
 @pytest.mark.parametrize("model", ["models/accurate", "models/fast"])
@@ -211,7 +217,7 @@ def test_similar_of_a_text_with_itself_is_exactly_5_with_shipped_models(model):
     text = "Where can I renew my residence permit in Doha before it expires?"
     result = runner.invoke(app, ["similar", text, text, "--model", str(ROOT / model), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"cosine": 1.0, "similarity": 5.0}
+    assert json.loads(result.stdout) == {"match": 1.0, "cosine": 1.0}
 
 
 @pytest.mark.parametrize("pair", [("", "visa renewal"), ("visa renewal", "   ")])

@@ -10,7 +10,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
-from helpers import QUIET, collection, own_database, runner, stored_state, write_jsonl
+from helpers import QUIET, collection, own_database, runner, search_hits, stored_state, write_jsonl
 
 import indexer.build
 from app.cli import app
@@ -300,7 +300,7 @@ def test_search_options_on_the_command_line(indexes):
     assert wrong.stderr.startswith("error: --ef-search does not apply to this flat index")
     good = runner.invoke(app, ["search", "visa", "--index", str(indexes["ivfpq"]), "--nprobe", "4",
                                "--k-factor", "8", "-k", "3", "--json", "--mode", "dense"])
-    assert good.exit_code == 0 and len(good.stdout.splitlines()) == 3
+    assert good.exit_code == 0 and len(search_hits(good.stdout)) == 3
 
 
 def test_the_lexical_index_is_built_in_parts(monkeypatch):

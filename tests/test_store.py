@@ -223,3 +223,12 @@ def test_a_date_filter_passes_exactly_the_questions_dated_in_it(database_url, st
         expected = {row_ids[f"q{i}"] for i, when in enumerate(SPREAD)
                     if when is not None and start <= when < end}
         assert set(store.ids_matching(dated_from=start, dated_before=end).tolist()) == expected
+
+
+def test_category_counts_group_categories_as_filters_compare_them(database_url):
+    questions = [SourceQuestion(f"q{i}", "s", "b", metadata) for i, metadata in enumerate(
+        [{"category": "Visas"}, {"category": " visas "}, {"category": "Cars"}, {}, {"category": ""}])]
+    with Store(database_url) as store:
+        store.write("a.csv", questions, _vectors(5), [None] * 5)
+        # spelt as the first question of each spells it; no category and an empty one left out
+        assert store.category_counts() == {"Cars": 1, "Visas": 2}

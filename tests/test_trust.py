@@ -27,6 +27,7 @@ from helpers import (
     read_only,
     readable_index,
     run_cli,
+    search_hits,
     search_ids,
     stored_state,
     write_jsonl,
@@ -423,7 +424,7 @@ def test_a_read_only_index_can_be_searched(tiny_model):
         result = run_cli("search", "cheap car", "--index", index_dir, "-k", "3", "--json", text=True,
                          as_nobody=True, env={**os.environ, "HOME": str(index_dir.parent)})
         assert result.returncode == 0, result.stderr
-        assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == expected
+        assert [hit["id"] for hit in search_hits(result.stdout)] == expected
         assert listing(index_dir) == before
 
 

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, ROOT, collection, write_jsonl
-from textual.widgets import DataTable, Input
+from helpers import QUIET, ROOT, TOPICS, collection, write_jsonl
+from textual.widgets import DataTable, Input, SelectionList
 
-from app.tui import DEBOUNCE_S, DetailScreen, FilterScreen, MessageScreen, SearchApp
+from app.tui import DEBOUNCE_S, HELP, DetailScreen, FilterScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
+from retrieval.results import TUI_MIN_MATCH, Shown
 from retrieval.searcher import Searcher, SearchFilters
 
 SIZE = (100, 30)
@@ -33,10 +34,15 @@ THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
 </RelComment></Thread></root>"""
 
 
+# the thread's question asked again in the forum: a near-duplicate of it
+ASKED_AGAIN = {"id": "again", "subject": "Family visa for my parents",
+               "body": "Can I sponsor my parents on a family visit visa with a salary of 10000?"}
+
+
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, tiny_model) -> Path:
     directory = tmp_path_factory.mktemp("tui")
-    write_jsonl(directory / "forum.jsonl", collection(40))
+    write_jsonl(directory / "forum.jsonl", [*collection(40), ASKED_AGAIN])
     (directory / "threads.xml").write_bytes(THREAD)
     index_sources(directory / "index", [directory / "forum.jsonl", directory / "threads.xml"],
                   str(tiny_model), options=QUIET)
@@ -53,8 +59,10 @@ def synchronously(test):
     return run
 
 
-def make_app(index_dir: Path) -> SearchApp:
-    return SearchApp(lambda: Searcher(index_dir), k=10)
+def make_app(index_dir: Path, min_match: float = 0.0, collapse: bool = False) -> SearchApp:
+    """The app over ``index_dir``; every hit listed unless told otherwise (the tiny model's
+    cosines are low, and most tests are about something else)."""
+    return SearchApp(lambda: Searcher(index_dir), k=10, min_match=min_match, collapse=collapse)
 
 
 async def settle(pilot) -> None:
@@ -81,7 +89,7 @@ async def test_typing_shows_the_expected_first_result(index_dir):
         await pilot.press(*f"{record['subject']} {record['body']}")
         await settle(pilot)
         assert app.results[0].external_id == "q13"
-        assert status(app).endswith("10 results")
+        assert status(app).startswith("10 results · “")
         assert "q13" in str(app.query_one("#detail-text").render())
         assert str(app.query_one("#mode").render()) == "mode: dense (^t)"
 
@@ -109,9 +117,10 @@ async def test_ctrl_t_switches_the_mode_and_searches_again(index_dir):
 @pytest.mark.slow
 @synchronously
 async def test_columns_fit_the_shown_results_not_an_earlier_searchs(index_dir):
+    # wide enough that no subject is cut to fit
     async def widths(*queries: str) -> list[int]:
         app = make_app(index_dir)
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=(160, 30)) as pilot:
             for query in queries:
                 box = app.query_one("#query", Input)
                 box.value = ""
@@ -134,7 +143,7 @@ async def test_loading_shows_at_once_and_a_query_typed_meanwhile_runs_when_ready
         may_open.wait()
         return Searcher(index_dir)
 
-    app = SearchApp(open_slowly, k=10)
+    app = SearchApp(open_slowly, k=10, min_match=0.0)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.query_one("DataTable").loading and status(app).startswith("Loading")
@@ -143,7 +152,7 @@ async def test_loading_shows_at_once_and_a_query_typed_meanwhile_runs_when_ready
         may_open.set()
         await settle(pilot)
         assert not app.query_one("DataTable").loading
-        assert status(app) == "“cheap car”: 10 results" and app.focused is app.query_one("DataTable")
+        assert status(app) == "10 results · “cheap car”" and app.focused is app.query_one("DataTable")
 
 
 @pytest.mark.slow
@@ -166,11 +175,11 @@ async def test_navigation_more_like_this_back_and_the_full_question(index_dir):
         assert selected.external_id in str(app.query_one("#detail-text").render())
         await pilot.press("m")
         await settle(pilot)
-        assert status(app).startswith("more like")
+        assert status(app).startswith("10 results · more like")
         assert selected.row_id not in {r.row_id for r in app.results} and len(app.results) == 10
         await pilot.press("b")
         await settle(pilot)
-        assert status(app).startswith("“cheap car”") and len(app.history) == 1
+        assert status(app).endswith("“cheap car”") and len(app.history) == 1
         await pilot.press("enter")
         assert isinstance(app.screen, DetailScreen) and app.screen.result == app.results[0]
         await pilot.press("escape")
@@ -212,8 +221,12 @@ async def test_filters_are_shown_and_cleared(index_dir):
         assert filters_shown(app) == "" and not app.check_action("clear_filters", ())
         await pilot.press("f")
         await pilot.pause()
-        await pilot.click("#categories")
-        await pilot.press(*"Visas and Permits", "enter")
+        categories = app.screen.query_one("#categories", SelectionList)
+        offered = [categories.get_option_at_index(i).value for i in range(categories.option_count)]
+        assert offered == ["Visas and Permits", *sorted(TOPICS)]  # the index's own, with their counts
+        assert str(categories.get_option_at_index(0).prompt) == "Visas and Permits (1)"
+        categories.focus()
+        await pilot.press("space", "tab", "tab", "enter")  # tick the first; Enter in the date box applies
         await settle(pilot)
         assert [r.external_id for r in app.results] == ["Q9_R1"]
         assert filters_shown(app) == "filters: category Visas and Permits (c clears)"
@@ -239,6 +252,104 @@ async def test_an_invalid_filter_date_is_said_and_the_dialog_stays(index_dir):
         assert isinstance(app.screen, FilterScreen) and app.filters == SearchFilters()
         assert notices == ["since 'March' is not a date (expected YYYY-MM-DD (or an ISO 8601 date "
                            "and time), DD/MM/YYYY or MM/DD/YYYY, 5 Jan 2024, Jan 5, 2024 or 20240105)"]
+
+
+@pytest.mark.slow
+@synchronously
+async def test_at_80x24_down_moves_the_selection_and_subjects_end_with_an_ellipsis(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(*"how do i find a good apartment for expats", "enter")
+        await settle(pilot)
+        await pilot.press("/", "down")  # back in the search box, then the first Down
+        table = app.query_one(DataTable)
+        assert table.cursor_row == 1 and app.focused is app.query_one("#query")
+        assert not app.query_one("#detail").display  # the results take the whole width
+        assert app.sub_title.startswith("42 questions · ")  # the count first: never cut
+    app = make_app(index_dir)
+    async with app.run_test(size=(60, 24)) as pilot:  # too narrow for whole subjects
+        await pilot.press(*"how do i find a good apartment for expats", "enter")
+        await settle(pilot)
+        table = app.query_one(DataTable)
+        subjects = [str(table.get_cell_at((row, 2))) for row in range(table.row_count)]
+        cut = [text for text in subjects if text.endswith("…")]
+        assert cut and {len(text) for text in cut} == {max(map(len, subjects))}
+
+
+@pytest.mark.slow
+@synchronously
+async def test_m_and_b_act_in_the_opened_question_and_m_empties_the_search_box(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        first = app.results[0]
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.press("b")
+        await pilot.pause()
+        assert not isinstance(app.screen, DetailScreen) and status(app).endswith("“cheap car”")
+        await pilot.press("enter", "m")
+        await settle(pilot)
+        assert not isinstance(app.screen, DetailScreen)
+        assert app.history[-1].like == first and first.row_id not in {r.row_id for r in app.results}
+        assert app.query_one("#query", Input).value == ""
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.query_one("#query", Input).value == "cheap car"
+
+
+@pytest.mark.slow
+@synchronously
+async def test_a_folds_and_lists_near_duplicates(index_dir):
+    app = make_app(index_dir, collapse=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.press(*"Family visa for my parents", "enter")
+        await settle(pilot)
+        first = app.results[0]
+        assert {first.external_id, *(a.external_id for a in first.alike)} == {"Q9_R1", "again"}
+        assert all(r.duplicate_of is None for r in app.results)
+        assert str(app.query_one(DataTable).get_cell_at((0, 2))).endswith("(+1 alike)")
+        await pilot.press("a")
+        await settle(pilot)
+        assert not app.shown.collapse and not any(r.alike for r in app.results)
+        assert any(r.duplicate_of is not None for r in app.results)
+        assert str(app.query_one("#shown").render()) == "≥0% · all listed"
+
+
+@pytest.mark.slow
+@synchronously
+async def test_plus_and_minus_change_the_minimum_match(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        everything = len(app.results)
+        await pilot.press(*["plus"] * 5)
+        await settle(pilot)
+        assert app.shown.min_match == 0.5 and str(app.query_one("#shown").render()).startswith("≥50%")
+        assert all(r.match >= 0.5 for r in app.results) and len(app.results) < everything
+        await pilot.press(*["plus"] * 9)  # at most 90%
+        await settle(pilot)
+        assert app.shown.min_match == 0.9
+        assert all(r.match >= 0.9 for r in app.results)
+        if not app.results:
+            assert status(app) == "none reaches 90% (- lowers it) · “cheap car”"
+        await pilot.press(*["minus"] * 12)
+        await settle(pilot)
+        assert app.shown.min_match == 0.0 and len(app.results) == everything
+
+
+def test_the_default_leaves_out_weak_hits_and_folds_near_duplicates(index_dir):
+    app = SearchApp(lambda: Searcher(index_dir))
+    assert app.shown == Shown(20, TUI_MIN_MATCH, collapse=True) and TUI_MIN_MATCH > 0
+
+
+def test_the_help_names_tab_and_fits_the_dialog_at_80x24():
+    lines = HELP.splitlines()
+    assert any(line.split()[:1] == ["Tab"] for line in lines)
+    # the dialog: 70 columns less border and padding; 24 rows less header, footer and button
+    assert max(map(len, lines)) <= 70 - 2 - 4 and len(lines) <= 24 - 2 - 2 - 2 - 3
 
 
 @synchronously
@@ -275,7 +386,8 @@ def _wait_for(condition, what: str, screen, timeout_s: float = 120) -> None:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux): "
                                                           "the real-terminal session needs it")
 def test_real_terminal_session(index_dir, tmp_path):
-    """`askalike tui` in a real terminal (tmux): the first frame, a typed query, Ctrl+C."""
+    """`askalike tui` in a real terminal (tmux), with its defaults: the first frame, a typed
+    query, Down from the search box, the opened question, m there, b, the help, Ctrl+C."""
     tmux = ["tmux", "-L", f"askalike-test-{os.getpid()}"]  # a private server: no other session sees it
     exit_status = tmp_path / "exit-status"
     command = (f"{shlex.quote(sys.executable)} -m app tui --index {shlex.quote(str(index_dir))} -k 10; "
@@ -285,15 +397,32 @@ def test_real_terminal_session(index_dir, tmp_path):
         return subprocess.run([*tmux, "capture-pane", "-p", "-t", "tui"], capture_output=True,
                               text=True).stdout
 
+    def keys(*names: str) -> None:
+        subprocess.run([*tmux, "send-keys", "-t", "tui", *names], check=True)
+
+    # the size said in the environment too: a COLUMNS inherited from the test run would win
     subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "30", "-s", "tui", "-c", str(ROOT),
-                    "-e", f"PYTHONPATH={ROOT}", command], check=True)
+                    "-e", f"PYTHONPATH={ROOT}", "-e", "COLUMNS=120", "-e", "LINES=30", command], check=True)
     try:
         _wait_for(lambda: "Type a question." in screen(), "the index to load", screen)
-        subprocess.run([*tmux, "send-keys", "-t", "tui", "Family visa for my parents"], check=True)
-        _wait_for(lambda: "“Family visa for my parents”: 10 results" in screen(), "the results", screen)
+        keys("Family visa for my parents")
+        # the defaults: hits under 30% left out, near-duplicates folded
+        _wait_for(lambda: "· “Family visa for my parents”" in screen() and "≥30% · alike folded" in screen(),
+                  "the results", screen)
         first_row = next(line for line in screen().splitlines() if line.lstrip().startswith("1 "))
         assert "Family visa for my parents" in first_row
-        subprocess.run([*tmux, "send-keys", "-t", "tui", "C-c"], check=True)
+        keys("Down")  # from the search box: the second hit is selected, the box keeps the focus
+        _wait_for(lambda: "│ where can i" in screen() or "│ how do i" in screen() or "│ is it" in screen()
+                  or "│ who knows" in screen(), "the second hit in the detail pane", screen)
+        keys("Up", "Tab", "Enter")  # the results, then the whole first question
+        _wait_for(lambda: "2 comments" in screen(), "the opened question", screen)
+        keys("m")  # more like it, from the opened question
+        _wait_for(lambda: "· more like “Family visa for my parents”" in screen(), "more like this", screen)
+        keys("b")
+        _wait_for(lambda: "· “Family visa for my parents”" in screen(), "back to the query", screen)
+        keys("?")
+        _wait_for(lambda: "move between the search box and the results" in screen(), "the help", screen)
+        keys("Escape", "C-c")
         _wait_for(exit_status.exists, "the app to quit", screen)
         assert exit_status.read_text().strip() == "0"
         _wait_for(lambda: subprocess.run([*tmux, "has-session", "-t", "tui"],
