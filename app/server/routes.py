@@ -56,6 +56,11 @@ def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "Search
                                       strict=True)]
 
 
+def _named(source: str | None) -> tuple[str, ...]:
+    """A request's ``source`` as the sources ``Searcher.question`` looks in (none: all)."""
+    return () if source is None else (source,)
+
+
 def _question_json(question: Any) -> dict[str, Any]:
     return {"id": question.external_id, "source": question.source, "subject": question.subject,
             "body": question.body, "metadata": question.metadata}
@@ -140,7 +145,7 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
                 hits = searcher.search_many([text], k, None, SearchMode.dense)[0]
                 return search_payload(shown.of(searcher, hits), SearchMode.dense, query=text)
             try:
-                question = searcher.question(id, source)
+                question = searcher.question(id, _named(source))
             except SearchError as err:
                 raise HTTPException(404, str(err)) from None
             hits = searcher.more_like(question.id, k)
@@ -154,7 +159,7 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
 
         with loaded.require().searching() as searcher:
             try:
-                return _question_json(searcher.question(id, source))
+                return _question_json(searcher.question(id, _named(source)))
             except SearchError as err:
                 raise HTTPException(404, str(err)) from None
 
@@ -186,7 +191,7 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
         live = loaded.require()
         with live.searching() as searcher:
             try:
-                searcher.question(id, source)
+                searcher.question(id, _named(source))
             except SearchError as err:
                 raise HTTPException(404, str(err)) from None
         with loaded.write_lock:
