@@ -24,6 +24,7 @@ from retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     from app.server.api import _Loaded
+    from indexer.store import StoredQuestion
     from retrieval.searcher import Searcher, SearchFilters
 
 Source = Annotated[list[str] | None, Query(description="only this source (file name or path); repeatable")]
@@ -61,7 +62,7 @@ def _named(source: str | None) -> tuple[str, ...]:
     return () if source is None else (source,)
 
 
-def _question_json(question: Any) -> dict[str, Any]:
+def _question_json(question: "StoredQuestion") -> dict[str, Any]:
     return {"id": question.external_id, "source": question.source, "subject": question.subject,
             "body": question.body, "metadata": question.metadata}
 
