@@ -12,6 +12,7 @@ from app import (  # noqa: F401 (register)
     eval_commands,
     index_commands,
     search_commands,
+    serve_command,
     train_command,
 )
 from app.common import app, message_line, stderr

@@ -35,6 +35,10 @@ class IndexDirectoryError(UserError):
     """An index directory that is missing, busy, damaged, or used with the wrong encoder."""
 
 
+class IndexBusyError(IndexDirectoryError):
+    """Another process holds the index directory's writer lock (a run in progress)."""
+
+
 def faiss_file_name(generation: int) -> str:
     return f"vectors-{generation:08d}.faiss"
 
@@ -115,8 +119,8 @@ def _lock_file(index_dir: Path) -> IO[str]:
                                   "write access to it (searching needs only read access)") from None
 
 
-def _busy(index_dir: Path, holder: str, advice: str) -> IndexDirectoryError:
-    return IndexDirectoryError(f"{index_dir} is being written by {holder}: {advice}")
+def _busy(index_dir: Path, holder: str, advice: str) -> IndexBusyError:
+    return IndexBusyError(f"{index_dir} is being written by {holder}: {advice}")
 
 
 def require_no_writer(index_dir: Path, advice: str) -> None:

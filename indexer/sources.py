@@ -142,22 +142,6 @@ def _json_type_problem(record: dict[str, Any], id_key: str, text_keys: list[str]
     return None
 
 
-def _jsonl_rows(path: Path, columns: Columns) -> Iterator[Row]:
-    id_key = columns.id or ID_COLUMN
-    for number, record in json_lines(path, unique_keys=True):
-        if isinstance(record, DataError):
-            yield record
-            continue
-        text_keys = list(columns.text) or [
-            next((key for key in SUBJECT_COLUMNS if key in record), ""), BODY_COLUMN]
-        if problem := _json_type_problem(record, id_key, text_keys):
-            yield DataError(path, problem, number)
-            continue
-        taken = {id_key, *text_keys}
-        metadata = ({k: record[k] for k in columns.metadata if k in record} if columns.metadata is not None
-                    else {k: v for k, v in record.items() if k not in taken})
-        subject, body = _subject_and_body(record, text_keys)
-        yield _question(path, number, record.get(id_key), subject or "", body, metadata, id_key)
 
 
 @dataclass(frozen=True)
@@ -241,6 +225,27 @@ def _subject_and_body(record: dict[str, Any], text_columns: list[str]) -> tuple[
     rest = [record[name] for name in text_columns[1:] if record.get(name) not in (None, "")]
     body = rest[0] if len(rest) == 1 else "\n\n".join(str(value).strip() for value in rest)
     return record.get(text_columns[0]), body
+
+
+def record_question(path: Path, number: int | None, record: dict[str, Any],
+                    columns: Columns = Columns()) -> Row:
+    """One JSON object as a question (a JSON Lines row, or one that a program sent), validated
+    as every indexed row is; ``path`` and ``number`` name where it came from in the error."""
+    id_key = columns.id or ID_COLUMN
+    subject_key = next((key for key in SUBJECT_COLUMNS if key in record), "")
+    text_keys = list(columns.text) or [subject_key, BODY_COLUMN]
+    if problem := _json_type_problem(record, id_key, text_keys):
+        return DataError(path, problem, number)
+    taken = {id_key, *text_keys}
+    metadata = ({k: record[k] for k in columns.metadata if k in record} if columns.metadata is not None
+                else {k: v for k, v in record.items() if k not in taken})
+    subject, body = _subject_and_body(record, text_keys)
+    return _question(path, number, record.get(id_key), subject or "", body, metadata, id_key)
+
+
+def _jsonl_rows(path: Path, columns: Columns) -> Iterator[Row]:
+    for number, record in json_lines(path, unique_keys=True):
+        yield record if isinstance(record, DataError) else record_question(path, number, record, columns)
 
 
 def read_header(path: Path, columns: Columns) -> tuple[str, _Layout]:

@@ -562,9 +562,11 @@ class Store(Database):
                 yield row[0], join_subject_body(row[1], row[2])
 
     def write(self, source: str, questions: Sequence[SourceQuestion], vectors: np.ndarray,
-              existing_ids: Sequence[int | None]) -> list[int]:
-        """Insert new questions and replace changed ones, with their vectors, in one transaction.
-        Returns the row ids of the inserted ones."""
+              existing_ids: Sequence[int | None],
+              field_edits: Sequence[tuple[int, SourceQuestion]] = ()) -> list[int]:
+        """Insert new questions and replace changed ones, with their vectors, and store the
+        metadata-only ``field_edits`` (row id, question), in one transaction. Returns the row ids
+        of the inserted ones."""
         now = datetime.now(UTC)
         stored_vectors = _vector_columns(vectors, [f"{q.external_id!r} of {source}" for q in questions])
 
@@ -586,6 +588,9 @@ class Store(Database):
                     _QUESTIONS.c.id, sort_by_parameter_order=True), inserts))
             if updates:
                 self._update_rows(connection, updates)
+            if field_edits:
+                self._update_rows(connection, [{"row_id": row_id, **_fields(q), "updated_at": now}
+                                               for row_id, q in field_edits])
             self._bump_generation(connection)
         return inserted
 

@@ -1,0 +1,58 @@
+"""``askalike serve``: the index over HTTP (``app/server``), on uvicorn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.common import DatabaseOption, IndexOption, app, exported, plain, stderr, user_errors
+from indexer.choices import DEFAULT_INDEX_DIR
+
+
+@app.command("serve")
+def serve(
+    index_dir: IndexOption = DEFAULT_INDEX_DIR,
+    database: DatabaseOption = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="A model directory or pretrained:NAME with the index's weights.",
+        show_default="the index's own model")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 listens on every "
+                                           "network (put it behind TLS).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes; each loads the index and "
+                                                     "follows its commits.")] = 1,
+    api_keys: Annotated[Path | None, typer.Option(
+        "--api-keys", help="File of API keys, one a line; $ASKALIKE_API_KEYS adds more. Writes "
+                           "need one (Authorization: Bearer KEY); without any, writes are off.")] = None,
+    read_needs_key: Annotated[bool, typer.Option(
+        "--read-needs-key", help="Searches and reads need an API key too.")] = False,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="An origin (https://forum.example) whose pages may call the API; "
+                              "repeatable.", show_default="none: same origin only")] = None,
+    max_body_bytes: Annotated[int, typer.Option(min=1024, help="Largest request body.")] = 1 << 20,
+    max_query_chars: Annotated[int, typer.Option(min=1, help="Longest query or text.")] = 1000,
+    max_k: Annotated[int, typer.Option(min=1, help="Most results a search may ask for.")] = 100,
+    max_batch: Annotated[int, typer.Option(min=1, help="Most queries or questions a request.")] = 100,
+) -> None:
+    """Serve searches and writes over HTTP: the search page at /, the API's docs at /docs."""
+    import uvicorn
+
+    from app.server.settings import SETTINGS_ENV_VAR, Limits, ServerSettings
+    from app.server.settings import api_keys as read_keys
+    from indexer.directory import open_index
+
+    settings = ServerSettings(str(index_dir.resolve()), database, exported(model) if model else None,
+                              str(api_keys.resolve()) if api_keys else None, read_needs_key,
+                              tuple(cors_origin or ()),
+                              Limits(max_body_bytes, max_query_chars, max_k, max_batch))
+    with user_errors():
+        open_index(index_dir, database).close()  # a missing or damaged index: one line, before binding
+        keys = read_keys(settings)
+    stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "
+                       + ("need an API key" if keys else "are off: no API key given")))
+    os.environ[SETTINGS_ENV_VAR] = settings.to_environment()
+    uvicorn.run("app.server.api:app_from_environment", factory=True, host=host, port=port,
+                workers=workers, log_level="warning", server_header=False)

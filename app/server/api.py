@@ -1,0 +1,165 @@
+"""The HTTP application of ``askalike serve`` (FastAPI; OpenAPI docs at ``/docs``): searches
+answered from one committed state of the index (``retrieval.live``), questions written through
+the index run's path and lock (``indexer.upsert``), the search page at ``/``.
+
+Every error is JSON, ``{"error": "one line"}``, with a 4xx status (503 while the index is not
+loaded or an index run holds the writer lock); never a traceback, a file path or a credential.
+(No ``from __future__ import annotations``: FastAPI reads the key check's annotations, which
+name a local dependency.)
+"""
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from app.server.security import BodyLimit, KeyChecker, public_message
+from app.server.settings import ServerSettings, api_keys
+from core.errors import UserError
+from indexer.layout import IndexBusyError
+
+if TYPE_CHECKING:
+    from retrieval.live import LiveSearcher
+
+log = logging.getLogger("askalike.serve")
+PAGE = "page.html"
+
+
+class _Loaded:
+    """The index as this process serves it: loaded in the background at start-up, so that
+    ``/health`` answers at once and ``/ready`` says when searches can be answered."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.live: LiveSearcher | None = None  # once loaded
+        self.failure: str | None = None
+        self.write_lock = threading.Lock()  # this process's writes, one at a time
+
+    def load(self) -> None:
+        try:
+            from retrieval.live import LiveSearcher
+            from retrieval.searcher import Searcher
+
+            index_dir, settings = Path(self.settings.index_dir), self.settings
+
+            def open_searcher(encoder: Any) -> Searcher:
+                searcher = Searcher(index_dir, settings.database, settings.model, encoder=encoder)
+                if searcher.index.manifest.lexical_file:  # read now, not by the first search
+                    _ = searcher.lexical
+                return searcher
+
+            self.live = LiveSearcher(index_dir, open_searcher)
+        except UserError as err:
+            self.failure = public_message(str(err))
+            log.error("askalike serve: %s", err)
+        except Exception:
+            self.failure = "internal error (the server's log has the details)"
+            log.exception("askalike serve: the index could not be loaded")
+
+    def require(self) -> "LiveSearcher":
+        if self.live is None:
+            raise HTTPException(503, f"the index could not be loaded: {self.failure}" if self.failure
+                                else "the index is still loading")
+        return self.live
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": public_message(message)}, status_code=status, headers=headers)
+
+
+def _validation_message(err: RequestValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()) if part not in ("query", "body", "path"))
+    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid request"))
+
+
+def _install_error_handlers(api: FastAPI) -> None:
+    @api.exception_handler(HTTPException)
+    async def http_error(_: Request, err: HTTPException) -> JSONResponse:
+        return _error(err.status_code, str(err.detail), getattr(err, "headers", None))
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        return _error(422, _validation_message(err))
+
+    @api.exception_handler(IndexBusyError)
+    async def busy(_: Request, err: IndexBusyError) -> JSONResponse:
+        return _error(503, f"{err}", {"Retry-After": "5"})
+
+    @api.exception_handler(UserError)
+    async def user_error(_: Request, err: UserError) -> JSONResponse:
+        return _error(400, str(err))
+
+    @api.exception_handler(Exception)
+    async def internal(_: Request, err: Exception) -> JSONResponse:
+        log.exception("askalike serve: unexpected error", exc_info=err)
+        return _error(500, "internal error (the server's log has the details)")
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """The application for ``settings``; the index loads in the background once it starts."""
+    from app.server import routes
+
+    loaded = _Loaded(settings)
+    keys = KeyChecker(api_keys(settings))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        threading.Thread(target=loaded.load, name="askalike-load", daemon=True).start()
+        yield
+        if loaded.live is not None:
+            loaded.live.close()
+
+    api = FastAPI(title="askalike", summary="Questions alike in meaning, over HTTP",
+                  description="Search an askalike index while people type, and add, edit or "
+                              "delete its questions. Writes need `Authorization: Bearer KEY`.",
+                  lifespan=lifespan)
+    api.state.loaded = loaded
+    _install_error_handlers(api)
+    bearer = HTTPBearer(auto_error=False, description="an API key of the server")
+
+    def key_checked(required: bool) -> Any:
+        def check(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+            if not required:
+                return
+            if not keys:
+                raise HTTPException(403, "writes are disabled: the server has no API key "
+                                         "(--api-keys FILE or $ASKALIKE_API_KEYS)")
+            if credentials is None:
+                raise HTTPException(401, "this needs an API key: Authorization: Bearer KEY",
+                                    headers={"WWW-Authenticate": "Bearer"})
+            if not keys.accepts(credentials.credentials):
+                raise HTTPException(401, "the API key is not one of this server's",
+                                    headers={"WWW-Authenticate": "Bearer"})
+        return Depends(check)
+
+    routes.install(api, loaded, settings.limits, reader=key_checked(settings.read_needs_key),
+                   writer=key_checked(True))
+
+    @api.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(files("app.server").joinpath(PAGE).read_text(encoding="utf-8"))
+
+    if settings.cors_origins:
+        api.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type"])
+    api.add_middleware(BodyLimit, limit=settings.limits.body_bytes)
+    return api
+
+
+def app_from_environment() -> FastAPI:
+    """The application of each worker process (``uvicorn --factory``), from the settings that
+    ``askalike serve`` put in the environment."""
+    return create_app(ServerSettings.from_environment())
+

@@ -1,0 +1,172 @@
+"""Questions written one request at a time (``askalike serve``): validated as ``askalike index``
+validates a row, embedded, and committed through the same path as an index run, under the same
+writer lock: the rows and their vectors in one transaction (all of a request, or nothing), then
+the FAISS and BM25 files brought up to the store (``indexer.sync``: extended when questions were
+only added) and the manifest switched to them atomically. A searcher that follows the manifest
+(``retrieval.live``) sees the write once it is switched.
+
+The writer lock is the one an index run takes; a write that finds it held waits for it up to
+``lock_wait_s`` and is then refused with ``IndexBusyError``, so that a server and a CLI run never
+write at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from core.data_dir import DataError
+from core.dates import DateOrder
+from core.encoder import Encoder
+from core.model_dir import EncoderIdentity, require_same_encoder
+from indexer.build import delete_questions
+from indexer.database import StoreError
+from indexer.directory import resolve_database
+from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_lock
+from indexer.manifest import read_manifest
+from indexer.sources import SourceQuestion, dated, record_question
+from indexer.store import Store
+from indexer.sync import sync_vector_index
+
+API_SOURCE = "api"  # the source of questions written through the API, unless one is named
+REQUEST = Path("questions")  # how errors name the request's items: "questions:2: ..."
+LOCK_POLL_S = 0.05
+T = TypeVar("T")
+
+
+@dataclass
+class UpsertReport:
+    added: int = 0
+    reembedded: int = 0  # stored questions whose text changed
+    metadata_updated: int = 0
+    unchanged: int = 0
+    total: int = 0  # questions in the index afterwards
+    ids: list[str] = field(default_factory=list)  # the request's ids, in its order
+    warnings: list[str] = field(default_factory=list)  # dates that are not dates (stored undated)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"added": self.added, "reembedded": self.reembedded,
+                "metadata_updated": self.metadata_updated, "unchanged": self.unchanged,
+                "total": self.total, "ids": self.ids, "warnings": self.warnings}
+
+
+def validated_questions(records: Sequence[Any], date_order: DateOrder | None = None
+                        ) -> tuple[list[SourceQuestion], list[str]]:
+    """``records`` (JSON objects with ``id``, ``subject`` or ``title``..., ``body`` and any
+    metadata) as questions, checked as an index run checks a row; the first bad one (or a
+    repeated id) raises a DataError naming its place (``questions:N``), so that a request is
+    stored whole or not at all. Also returns the warnings for dates that are not dates (those
+    questions are stored undated, as an index run stores them)."""
+    questions: list[SourceQuestion] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            raise DataError(REQUEST, f"expected a JSON object, got {type(record).__name__}", number)
+        row = record_question(REQUEST, number, record)
+        if isinstance(row, DataError):
+            raise row
+        if row.external_id in seen:
+            raise DataError(REQUEST, f"duplicate id {row.external_id!r}", number)
+        seen.add(row.external_id)
+        question, warning = dated(row, date_order, REQUEST)
+        questions.append(question)
+        warnings += [warning] if warning else []
+    return questions, warnings
+
+
+@contextmanager
+def writer_lock(index_dir: Path, wait_s: float) -> Iterator[None]:
+    """The index directory's writer lock, waited for up to ``wait_s`` (an index run may hold
+    it); IndexBusyError after that."""
+    with ExitStack() as held:
+        _waiting(lambda: held.enter_context(index_lock(index_dir)), wait_s)
+        yield
+
+
+def _waiting(action: Callable[[], T], wait_s: float) -> T:
+    """``action`` (which takes the writer lock), tried again while the lock is held elsewhere,
+    up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return action()
+        except IndexBusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(LOCK_POLL_S)
+
+
+def stored_source(store: Store, name: str) -> str:
+    """The stored source that ``name`` means: a source's whole name, or its file name (as
+    ``search --source`` matches); ``name`` itself for a source not stored yet."""
+    matches = [source for source in store.counts_by_source()
+               if source == name or source.endswith("/" + name)]
+    if len(matches) > 1 and name not in matches:
+        raise StoreError(f"source {name!r} matches {len(matches)} sources: give its whole path")
+    return name if name in matches or not matches else matches[0]
+
+
+def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encoder: Encoder,
+                     identity: EncoderIdentity, source: str = API_SOURCE, database: str | None = None,
+                     lock_wait_s: float = 10.0,
+                     commit_guard: Callable[[bool], AbstractContextManager[object]] | None = None
+                     ) -> UpsertReport:
+    """Add ``questions`` to ``source`` of an existing index, or replace those it has (by id):
+    new and changed texts are embedded by ``encoder`` (the index's, ``identity``), metadata-only
+    edits keep their vectors; all are committed in one transaction, then the index files follow.
+    ``commit_guard(changes_text)`` is held from the commit until the manifest is switched (a
+    searcher's ``exclusive`` where stored text changes)."""
+    report = UpsertReport(ids=[q.external_id for q in questions])
+    with writer_lock(index_dir, lock_wait_s):
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise IndexDirectoryError(f"{index_dir}: no index here yet; build one with `askalike index`")
+        url = resolve_database(index_dir, database)
+        with Store(url) as store:
+            store.require_owner(index_id(index_dir))
+            recorded = store.encoder()
+            if recorded is not None:
+                require_same_encoder(recorded, identity, str(index_dir),
+                                     "write with the index's own model", IndexDirectoryError)
+            source = stored_source(store, source)
+            stored = store.questions_with_ids(source, [q.external_id for q in questions])
+            pending, row_ids, field_edits = [], [], []
+            for question in questions:
+                existing = stored.get(question.external_id)
+                if existing is None or existing.content_hash != question.content_hash:
+                    pending.append(question)
+                    row_ids.append(None if existing is None else existing.id)
+                elif not existing.same_fields(question):
+                    field_edits.append((existing.id, question))
+                else:
+                    report.unchanged += 1
+            report.added = sum(row_id is None for row_id in row_ids)
+            report.reembedded = len(row_ids) - report.added
+            report.metadata_updated = len(field_edits)
+            if not pending and not field_edits:
+                report.total = store.count()
+                return report
+            generation_before = store.generation()
+            vectors = (encoder.encode([q.text for q in pending]) if pending
+                       else np.zeros((0, identity.dim), dtype=np.float32))
+            guard = commit_guard(report.reembedded > 0) if commit_guard else nullcontext()
+            with guard:
+                store.write(source, pending, vectors, row_ids, field_edits)
+                only_added = not report.reembedded and manifest.generation == generation_before
+                manifest, _ = sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type,
+                                                url, manifest, only_added=only_added)
+            report.total = manifest.count
+    return report
+
+
+def delete_question(index_dir: Path, external_id: str, source: str | None = None,
+                    database: str | None = None, lock_wait_s: float = 10.0) -> int:
+    """``askalike delete`` of one question, waiting for the writer lock up to ``lock_wait_s``."""
+    return _waiting(lambda: delete_questions(index_dir, [external_id], source, database), lock_wait_s)

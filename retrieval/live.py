@@ -1,0 +1,151 @@
+"""A searcher that follows its index directory's commits, for a long-running process.
+
+Each search answers from one ``Searcher``: the manifest, FAISS and BM25 files of one committed
+state. Before a search, the manifest file is looked at (a ``stat``: writers replace it by a
+rename, so a new commit is a new file); when it changed, a new ``Searcher`` is opened on the new
+state, with the same encoder, and takes over. Searches already running finish on the old one,
+which is closed when the last of them is done. So a search sees a commit (by this process or
+another, such as an ``askalike index`` run) as soon as the manifest is switched.
+
+A write in this process that changes stored text holds ``exclusive()`` from its database commit
+until the new state is current: without it, a search between the two would read the new text of
+a question ranked by its old vector. Adding and deleting questions need no such pause: until the
+switch, a search ranks by the old files and skips ids no longer stored.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.encoder import Encoder
+from indexer.layout import MANIFEST_FILE
+from retrieval.searcher import Searcher
+
+ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
+
+
+def manifest_state(index_dir: Path) -> ManifestState:
+    try:
+        status = os.stat(index_dir / MANIFEST_FILE)
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+class _ReadWriteLock:
+    """Many readers or one writer; a waiting writer lets no new reader in."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            self._condition.wait_for(lambda: not self._writing and not self._writers_waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._condition:
+            self._writers_waiting += 1
+            self._condition.wait_for(lambda: not self._writing and not self._readers)
+            self._writers_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writing = False
+                self._condition.notify_all()
+
+
+class LiveSearcher:
+    """The current ``Searcher`` of ``index_dir``; ``open_searcher(encoder)`` opens one (with the
+    encoder of the first, so that a reload loads no model)."""
+
+    def __init__(self, index_dir: Path, open_searcher: Callable[[Encoder | None], Searcher]) -> None:
+        self.index_dir = index_dir
+        self._open = open_searcher
+        self._swap = threading.Lock()  # held briefly: to swap the current searcher, count its users
+        self._reloading = threading.Lock()  # held by the one thread opening a new state
+        self._states = _ReadWriteLock()
+        self._state = manifest_state(index_dir)
+        self._current = open_searcher(None)
+        self._users: dict[int, int] = {}  # id(searcher) -> searches running on it
+        self._retired: dict[int, Searcher] = {}
+
+    @property
+    def encoder(self) -> Encoder:
+        return self._current.encoder
+
+    def refresh(self, wait: bool = False) -> None:
+        """Open the committed state if the manifest changed since the current one was opened.
+        While another thread opens it, searches go on with the current state (``wait``: wait for
+        that thread instead)."""
+        if manifest_state(self.index_dir) == self._state or not self._reloading.acquire(blocking=wait):
+            return
+        try:
+            state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
+            if state == self._state:
+                return
+            fresh = self._open(self._current.encoder)
+            with self._swap:
+                old, self._current, self._state = self._current, fresh, state
+                self._retire(old)
+        finally:
+            self._reloading.release()
+
+    def _retire(self, searcher: Searcher) -> None:
+        """Close ``searcher`` now if no search uses it, else when its last search ends."""
+        if self._users.get(id(searcher), 0):
+            self._retired[id(searcher)] = searcher
+        else:
+            searcher.close()
+
+    @contextmanager
+    def searching(self) -> Iterator[Searcher]:
+        """The current committed state, for one search."""
+        with self._states.reading():
+            self.refresh()
+            with self._swap:
+                searcher = self._current
+                self._users[id(searcher)] = self._users.get(id(searcher), 0) + 1
+            try:
+                yield searcher
+            finally:
+                with self._swap:
+                    self._users[id(searcher)] -= 1
+                    if not self._users[id(searcher)]:
+                        del self._users[id(searcher)]
+                        retired = self._retired.pop(id(searcher), None)
+                        if retired is not None:
+                            retired.close()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """No search runs in this process until the block ends (and the state is refreshed)."""
+        with self._states.writing():
+            try:
+                yield
+            finally:
+                self.refresh(wait=True)
+
+    def close(self) -> None:
+        with self._swap:
+            self._current.close()
+            for searcher in self._retired.values():
+                searcher.close()
+            self._retired.clear()

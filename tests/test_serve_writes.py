@@ -1,0 +1,96 @@
+"""Writes through the server against searches, index runs and other server processes: a search
+answers from one committed state (old or new, never half) while writes go on, and sees a commit
+as soon as it is made, also one made by `askalike index` or by another server."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+from helpers import index, write_jsonl
+from serving import WRITE, listening, serving
+
+from core.loader import load_encoder
+from core.text import join_subject_body
+
+QUERY = "how do i find a good visa this weekend"
+TEXTS = [("visa office hours", "when does the visa office open this weekend?"),
+         ("good visa agent", "how do i find a good visa agent this weekend in doha?")]
+
+
+@pytest.mark.slow
+@pytest.mark.reliability("searches from 4 clients while a client edits a question's text 10 times and "
+                         "adds 30 questions through the API", "every hit's cosine is that of its "
+                         "shown text (never new text with an old vector); none fails; 230 questions after")
+def test_searches_during_writes_see_one_committed_state(built, tmp_path, tiny_model):
+    encoder = load_encoder(str(tiny_model))
+    query_vector = encoder.encode([QUERY])[0]
+    problems: list[str] = []
+    counts: list[int] = []
+    writing = threading.Event()
+    with listening(built[0], tmp_path) as url:
+
+        def search() -> None:
+            with httpx.Client(base_url=url, timeout=30) as client:
+                while writing.is_set():
+                    answer = client.get("/search", params={"q": QUERY, "k": 5, "mode": "dense"})
+                    if answer.status_code != 200:
+                        problems.append(f"{answer.status_code}: {answer.text}")
+                        continue
+                    hits = answer.json()["results"]
+                    texts = [join_subject_body(hit["subject"], hit["excerpt"]) for hit in hits]
+                    cosines = encoder.encode(texts) @ query_vector
+                    for hit, cosine in zip(hits, cosines, strict=True):
+                        if abs(hit["cosine"] - float(cosine)) > 1e-4:
+                            problems.append(f"{hit['id']} {hit['subject']!r}: {hit['cosine']} != {cosine}")
+                    counts.append(client.get("/ready").json()["questions"])
+
+        writing.set()
+        searchers = [threading.Thread(target=search) for _ in range(4)]
+        for thread in searchers:
+            thread.start()
+        with httpx.Client(base_url=url, headers=WRITE, timeout=60) as writer:
+            for round_ in range(10):
+                subject, body = TEXTS[round_ % 2]
+                edited = writer.put("/questions/q3", params={"source": "questions.jsonl"},
+                                    json={"subject": subject, "body": body})
+                assert edited.status_code == 200, edited.text
+                new = [{"id": f"new-{round_}-{i}", "subject": f"{subject} {i}", "body": body}
+                       for i in range(3)]
+                added = writer.post("/questions", json=new)
+                assert added.status_code == 200, added.text
+        writing.clear()
+        for thread in searchers:
+            thread.join()
+        final = httpx.get(f"{url}/ready").json()["questions"]
+    assert not problems, problems[:5]
+    assert counts == sorted(counts) and final == 230  # never fewer; nothing lost, nothing doubled
+
+
+def test_a_cli_index_run_is_seen_by_the_next_search(built, tmp_path, tiny_model):
+    index_dir = built[0]
+    with serving(index_dir, tmp_path) as client:
+        assert client.get("/ready").json()["questions"] == 200
+        more = write_jsonl(tmp_path / "more.jsonl", [{"id": "m1", "subject": "penguin colonies",
+                                                      "body": "where do penguins nest?"}])
+        index(more, index_dir, tiny_model)
+        hits = client.get("/search", params={"q": "penguin colonies where do penguins nest", "k": 1,
+                                             "mode": "dense"}).json()["results"]
+        assert [(hit["id"], hit["source"].rsplit("/", 1)[-1]) for hit in hits] == [("m1", "more.jsonl")]
+        assert client.get("/ready").json()["questions"] == 201
+
+
+def test_a_write_through_one_server_is_seen_by_another(built, tmp_path):
+    """What --workers N (or replicas sharing the directory) rely on: each process follows the
+    manifest, so a write through one is answered by the others."""
+    with serving(built[0], tmp_path / "a") as first, serving(built[0], tmp_path / "b") as second:
+        assert second.get("/questions/n1").status_code == 404
+        penguins = {"id": "n1", "subject": "penguin colonies", "body": "nests?"}
+        first.post("/questions", json=penguins, headers=WRITE)
+        assert second.get("/questions/n1").json()["subject"] == "penguin colonies"
+        hits = second.get("/search", params={"q": "penguin colonies nests?", "k": 1, "mode": "dense"}).json()
+        assert hits["results"][0]["id"] == "n1"
+        second.delete("/questions/n1", headers=WRITE)
+        assert first.get("/questions/n1").status_code == 404
+
