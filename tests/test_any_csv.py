@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import invoke, write_bytes
+from helpers import invoke, search_hits, write_bytes
 
 from core.datasets import DataError
 from indexer.choices import OnError
@@ -108,7 +108,7 @@ def test_index_command_maps_columns_and_warns_about_made_ids(tmp_path, tiny_mode
     assert result.exit_code == 0, result.output
     assert "no 'id' column" in result.stderr
     shown = invoke("search", "printer", "--index", index_dir, "--json")
-    hit = json.loads(shown.stdout.splitlines()[0])
+    hit = search_hits(shown.stdout)[0]
     assert hit["subject"] == "Printer offline" and hit["metadata"] == {"team": "IT"}
 
 
