@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from app import eval_commands, index_commands, search_commands, train_command  # noqa: F401 (register)
+from app import eval_commands, index_commands, search_commands, train_command, tune_command  # noqa: F401 (register)
 from app.common import app, message_line, stderr
 
 __all__ = ["app", "main"]

@@ -31,6 +31,7 @@ from scipy.stats import pearsonr, rankdata
 
 from core.datasets import read_sick, read_sts_year
 from core.encoder import Encoder
+from core.pair_files import text_fraction
 
 TUNE_SHARE = 0.4  # of each domain's first sentences (and so about of its pairs)
 ALIKE_FROM = 0.8  # rescaled gold: STS >= 4 of 5, SICK >= 4.2 of 1-5
@@ -72,8 +73,7 @@ OOD_DOMAINS: dict[str, Callable[[Path], list[DomainPair]]] = {"sick": _sick, "st
 
 def in_tune_part(sentence: str) -> bool:
     """The fixed cut: True for the tune part, False for the test part."""
-    key = " ".join(sentence.lower().split()).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") < TUNE_SHARE * 2**64
+    return text_fraction(sentence) < TUNE_SHARE
 
 
 def domain_part(data_dir: Path, domain: str, part: str) -> list[DomainPair]:

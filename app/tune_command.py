@@ -1,0 +1,42 @@
+"""``askalike tune``: adapt a shipped or saved model to a user's own labelled pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.common import JsonOption, app, exported, print_figures, user_errors
+
+
+@app.command("tune")
+def tune(
+    base: Annotated[str, typer.Argument(help="The model to start from: models/accurate, "
+                                             "models/fast, a saved model directory or pretrained:NAME.")],
+    pairs: Annotated[Path, typer.Option("--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] "
+                                        "(1 alike, 0 not; no label: alike) or of text, group.")],
+    out: Annotated[Path, typer.Option("--out", help="The new model directory (must not exist).")],
+    dev: Annotated[Path | None, typer.Option(
+        "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
+    epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "
+                                                    "does not raise the dev figure.")] = 3,
+    batch_size: Annotated[int, typer.Option(min=2, help="Pairs a step (in-batch negatives).")] = 32,
+    learning_rate: Annotated[float | None, typer.Option(
+        help="Default: 3e-5 for a transformer, 3e-4 for a DAN.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
+                                                 show_default="OUT.run")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Fine-tune BASE on your own pairs and save a complete model directory (ONNX export
+    included) that `index --model OUT` and `serve` take; prints the dev figures before and after."""
+    from train.pair_tuning import TuneSettings
+    from train.pair_tuning import tune as tune_model
+
+    with user_errors():
+        settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
+        record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"), settings,
+                            dev, resume=resume, show_progress=not as_json)
+        exported(str(out))
+    print_figures(f"Tuned {base} -> {out}", {"model": str(out), **record}, as_json)

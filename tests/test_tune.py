@@ -1,0 +1,90 @@
+"""``askalike tune`` and its pair files; the out-of-domain figures (``core.ood_evaluation``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
+from core.pair_files import read_labelled_pairs
+from tests.helpers import assert_one_line_error, index, invoke
+from train.pair_tuning import training_data
+
+TOPICS = ["visa", "car", "pizza", "school", "flight", "rent", "salary", "beach", "doctor", "phone"]
+
+
+def write_pairs(path: Path, count: int = 400) -> Path:
+    """Alike pairs that share a topic word and a number, and not-alike ones that do not."""
+    rows = ["text_a,text_b,label"]
+    for i in range(count):
+        topic, other = TOPICS[i % len(TOPICS)], TOPICS[(i + 3) % len(TOPICS)]
+        rows.append(f"question {i} about my {topic},{topic} help number {i},1")
+        if i % 2:
+            rows.append(f"question {i} about my {topic},{other} help number {i + 1},0")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_pair_files_read_labels_and_groups(tmp_path):
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('text_a,text_b,label\n"a, b",c,1\nd,e,0\nf,g,\n')
+    assert [(p.text_a, p.label) for p in read_labelled_pairs(csv_file)] == [("a, b", 1), ("d", 0), ("f", 1)]
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text("\n".join(json.dumps({"text": t, "group": g})
+                                for t, g in [("x", "1"), ("y", "1"), ("z", "1"), ("w", "2")]) + "\n")
+    assert {(p.text_a, p.text_b) for p in read_labelled_pairs(groups)} == {("x", "y"), ("x", "z"), ("y", "z")}
+
+
+@pytest.mark.reliability("a pair file with a bad label, an empty text or the wrong columns",
+                         "one error line naming the file, line and field; nothing written")
+@pytest.mark.parametrize(("content", "pattern"), [
+    ("text_a,text_b,label\na,b,1\nc,d,yes\n", r"pairs\.csv:3: field 'label' must be 1"),
+    ("text_a,text_b\na,b\n,d\n", r"pairs\.csv:3: field 'text_a' is empty"),
+    ("question,answer\na,b\n", r"pairs\.csv:2: needs the columns text_a, text_b"),
+    ("text_a,text_b,label\na,b,0\n", r"pairs\.csv: no alike pairs"),
+])
+def test_bad_pair_files_get_one_line_errors(tmp_path, tiny_model, content, pattern):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(content)
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "out")
+    assert_one_line_error(result, pattern)
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_alike_pairs_become_hard_negatives_of_their_first_text(tmp_path):
+    pairs = read_labelled_pairs(write_pairs(tmp_path / "pairs.csv", 10))
+    data = training_data(pairs)
+    assert len(data.pairs) == 10
+    assert data.hard_negatives[1] == "flight help number 2"  # pair 1's first text, its rewrite
+
+
+def test_ranking_accuracy_counts_alike_above_not_alike():
+    assert ranking_accuracy(np.array([0.9, 0.2, 0.5, 0.1]), [1, 0, 1, None]) == 1.0
+    assert ranking_accuracy(np.array([0.3, 0.5, 0.4]), [1, 0, 1]) == 0.0
+    assert ranking_accuracy(np.array([0.5, 0.5]), [1, 0]) == 0.5
+
+
+def test_domain_parts_are_fixed_and_disjoint(data_dir):
+    for domain in OOD_DOMAINS:
+        tune_part, test_part = domain_part(data_dir, domain, "tune"), domain_part(data_dir, domain, "test")
+        assert not {p.sentence1 for p in tune_part} & {p.sentence1 for p in test_part}
+        assert 0.3 < len(tune_part) / (len(tune_part) + len(test_part)) < 0.5
+
+
+@pytest.mark.slow
+def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, tiny_model):
+    pairs = write_pairs(tmp_path / "pairs.csv")
+    out = tmp_path / "tuned"
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", out, "--epochs", "3",
+                    "--learning-rate", "0.01", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["after"]["dev_score"] > record["before"]["dev_score"]
+    metrics = json.loads((out / "metrics.json").read_text())["tune"]
+    assert metrics["pairs_sha256"] == record["pairs_sha256"] and metrics["hard_negatives"] > 0
+    source = tmp_path / "questions.csv"
+    source.write_text("id,subject,body\nq1,my visa,help\nq2,my car,help\n")
+    assert index(source, tmp_path / "index", out)["model"].endswith("tuned")
