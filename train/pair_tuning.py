@@ -32,7 +32,7 @@ from train.trained_model import load_model
 from train.trainer import Trainer
 
 DEV_SHARE = 0.1  # of the pairs' first texts held out to measure and stop on, without --dev
-MIN_DEV_PAIRS = 20
+MIN_DEV_PAIRS = 10
 
 
 @dataclass(frozen=True)
