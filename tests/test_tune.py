@@ -88,3 +88,15 @@ def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, ti
     source = tmp_path / "questions.csv"
     source.write_text("id,subject,body\nq1,my visa,help\nq2,my car,help\n")
     assert index(source, tmp_path / "index", out)["model"].endswith("tuned")
+
+
+@pytest.mark.slow
+def test_a_resumed_tune_keeps_where_the_run_stopped(tmp_path, tiny_model):
+    pairs = write_pairs(tmp_path / "pairs.csv")
+    common = ("--pairs", pairs, "--run-dir", tmp_path / "run", "--learning-rate", "0.01", "--json")
+    first = invoke("tune", tiny_model, "--out", tmp_path / "a", *common)
+    again = invoke("tune", tiny_model, "--out", tmp_path / "b", "--resume", *common)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["after"] == json.loads(first.stdout)["after"]
+    weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in "ab"]
+    assert weights[0] == weights[1]

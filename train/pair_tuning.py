@@ -159,6 +159,10 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     data's SHA-256), and return that record. ``run_dir`` keeps the checkpoints (``resume``)."""
     if out.exists():
         raise ModelError(f"{out} exists: choose a new --out directory")
+    finished = run_dir / "model" / "metrics.json"
+    if resume and finished.is_file() and "tune" in (metrics := json.loads(finished.read_text())):
+        shutil.copytree(run_dir / "model", out)  # the run had ended (at its last epoch or a stop)
+        return metrics["tune"]
     train, dev = _read_pairs(pairs_file, dev_file)
     data = training_data(train)
     kind = _base_kind(base)
@@ -176,9 +180,7 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
               "train_pairs": len(data.pairs), "hard_negatives": len(data.hard_negatives),
               "steps": trainer.state.step, "stopped_early": stop.stopped,
               "before": before, "after": dev_figures(model.encoder.eval(), dev)}
-    metrics_path = run_dir / "model" / "metrics.json"
-    metrics = json.loads(metrics_path.read_text())
-    metrics_path.write_text(json.dumps({**metrics, "tune": record}, indent=2) + "\n")
+    finished.write_text(json.dumps({**json.loads(finished.read_text()), "tune": record}, indent=2) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(run_dir / "model", out)
     return record
