@@ -8,15 +8,23 @@ from typing import Annotated
 import typer
 
 from app.common import JsonOption, app, exported, print_figures, user_errors
+from core.errors import UserError
+from core.model_dir import DEFAULT_MODEL
 
 
 @app.command("tune")
 def tune(
     base: Annotated[str, typer.Argument(help="The model to start from: models/accurate, "
                                              "models/fast, a saved model directory or pretrained:NAME.")],
-    pairs: Annotated[Path, typer.Option("--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] "
-                                        "(1 alike, 0 not; no label: alike) or of text, group.")],
     out: Annotated[Path, typer.Option("--out", help="The new model directory (must not exist).")],
+    pairs: Annotated[Path | None, typer.Option(
+        "--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] (1 alike, 0 not; no label: "
+                        "alike) or of text, group.")] = None,
+    collection: Annotated[Path | None, typer.Option(
+        "--collection", help="Instead of --pairs, for a DAN (models/fast): a collection as "
+                             "`index` reads it; its frequent words missing from the vocabulary "
+                             "get rows from --teacher.")] = None,
+    teacher: Annotated[str, typer.Option(help="The teacher of --collection.")] = DEFAULT_MODEL,
     dev: Annotated[Path | None, typer.Option(
         "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "
@@ -29,14 +37,32 @@ def tune(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Fine-tune BASE on your own pairs and save a complete model directory (ONNX export
-    included) that `index --model OUT` and `serve` take; prints the dev figures before and after."""
-    from train.pair_tuning import TuneSettings
-    from train.pair_tuning import tune as tune_model
-
+    """Fine-tune BASE on your own pairs (or give a DAN your collection's words) and save a
+    complete model directory (ONNX export included) that `index --model OUT` and `serve` take;
+    prints the dev figures before and after."""
     with user_errors():
-        settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
-        record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"), settings,
-                            dev, resume=resume, show_progress=not as_json)
+        if (pairs is None) == (collection is None):
+            raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
+        if collection is not None:
+            record = _adapt(base, collection, out, exported(teacher), show_progress=not as_json)
+        else:
+            from train.pair_tuning import TuneSettings
+            from train.pair_tuning import tune as tune_model
+
+            settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
+            record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
+                                settings, dev, resume=resume, show_progress=not as_json)
         exported(str(out))
     print_figures(f"Tuned {base} -> {out}", {"model": str(out), **record}, as_json)
+
+
+def _adapt(base: str, collection: Path, out: Path, teacher: str, show_progress: bool) -> dict:
+    from core.model_dir import cache_dir
+    from indexer.choices import OnError
+    from indexer.sources import SourceFile
+    from train.collection_adaptation import adapt_to_collection
+
+    if out.exists():
+        raise UserError(f"{out} exists: choose a new --out directory")
+    texts = [question.text for question in SourceFile(collection, OnError.stop).check([])]
+    return adapt_to_collection(base, texts, out, teacher, cache_dir() / "collection-teacher", show_progress)

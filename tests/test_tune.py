@@ -100,3 +100,20 @@ def test_a_resumed_tune_keeps_where_the_run_stopped(tmp_path, tiny_model):
     assert json.loads(again.stdout)["after"] == json.loads(first.stdout)["after"]
     weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in "ab"]
     assert weights[0] == weights[1]
+
+
+@pytest.mark.slow
+def test_collection_words_missing_from_a_dan_get_rows_of_their_own(tmp_path, tiny_model):
+    source = tmp_path / "desk.csv"
+    source.write_text("id,subject,body\n" + "".join(f"q{i},kerberos ticket {i},renew the kerberos ticket\n"
+                                                     for i in range(5)))
+    out = tmp_path / "adapted"
+    result = invoke("tune", tiny_model, "--collection", source, "--out", out, "--teacher", tiny_model,
+                    "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new_words"] == 3  # kerberos, ticket, renew
+    from core.loader import load_encoder
+
+    adapted, base = load_encoder(out), load_encoder(tiny_model)
+    assert adapted.knows_words("kerberos") and not base.knows_words("kerberos")
+    assert np.allclose(adapted.encode(["visa fees"]), base.encode(["visa fees"]), atol=0.02)
