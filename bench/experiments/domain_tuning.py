@@ -17,8 +17,9 @@ from pathlib import Path
 
 from core.data_dir import resolve_data_dir
 from core.loader import load_encoder
-from core.model_dir import cache_dir, weights_fingerprint
-from core.ood_evaluation import OOD_DOMAINS, CachedEncoder, domain_part, evaluate_pairs
+from core.model_dir import DEFAULT_MODEL, cache_dir, read_model_config, weights_fingerprint
+from core.ood_evaluation import OOD_DOMAINS, PARTS, CachedEncoder, domain_part, evaluate_pairs
+from train.collection_adaptation import adapt_to_collection
 from train.pair_tuning import TuneSettings, tune
 from train.trained_model import export_once
 
@@ -35,6 +36,16 @@ def write_tune_pairs(data_dir: Path, domain: str, path: Path) -> Path:
             if pair.label is not None:
                 writer.writerow([pair.sentence1, pair.sentence2, pair.label])
     return path
+
+
+def adapted(base: str, data_dir: Path, domain: str) -> Path:
+    """``tune BASE --collection``'s model for the domain's texts (both parts: no labels)."""
+    out = WORK / f"{Path(base).name}-{domain}-collection"
+    if not (out / "metrics.json").is_file():
+        texts = sorted({t for part in PARTS for p in domain_part(data_dir, domain, part)
+                        for t in (p.sentence1, p.sentence2)})
+        adapt_to_collection(base, texts, out, DEFAULT_MODEL, cache_dir() / "collection-teacher")
+    return out
 
 
 def test_figures(model: str, data_dir: Path, domain: str) -> dict:
@@ -70,6 +81,9 @@ def main() -> None:
                 (WORK / f"{out.name}.record.json").write_text(json.dumps(record, indent=2))
             rows.append({"domain": domain, "model": f"{base} tuned", "tuned": True,
                          **test_figures(str(out), data_dir, domain)})
+            if read_model_config(Path(base))["kind"] == "dan":
+                rows.append({"domain": domain, "model": f"{base} + collection words", "tuned": True,
+                             **test_figures(str(adapted(base, data_dir, domain)), data_dir, domain)})
     for row in rows:
         print(json.dumps(row))
     print("| domain | model | pair ranking accuracy | Pearson r |\n|---|---|---|---|")
