@@ -29,9 +29,10 @@ def tune(
         "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "
                                                     "does not raise the dev figure.")] = 3,
-    batch_size: Annotated[int, typer.Option(min=2, help="Pairs a step (in-batch negatives).")] = 32,
+    batch_size: Annotated[int | None, typer.Option(
+        min=2, help="Pairs a step (in-batch negatives); default: 32 for a transformer, 8 for a DAN.")] = None,
     learning_rate: Annotated[float | None, typer.Option(
-        help="Default: 3e-5 for a transformer, 3e-4 for a DAN.")] = None,
+        help="Default: 3e-5 for a transformer, 1e-3 for a DAN.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
                                                  show_default="OUT.run")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
