@@ -45,6 +45,7 @@ def test_pair_files_read_labels_and_groups(tmp_path):
     ("text_a,text_b\na,b\n,d\n", r"pairs\.csv:3: field 'text_a' is empty"),
     ("question,answer\na,b\n", r"pairs\.csv:2: needs the columns text_a, text_b"),
     ("text_a,text_b,label\na,b,0\n", r"pairs\.csv: no alike pairs"),
+    ("text_a,text_b\n" + "".join(f"q{i},r{i}\n" for i in range(30)), r"pairs\.csv: \d+ alike pairs"),
 ])
 def test_bad_pair_files_get_one_line_errors(tmp_path, tiny_model, content, pattern):
     pairs = tmp_path / "pairs.csv"

@@ -171,14 +171,21 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     train, dev = _read_pairs(pairs_file, dev_file)
     data = training_data(train)
     kind = _base_kind(base)
-    steps_per_epoch = max(1, len(data.pairs) // batch_size(kind, settings))
+    size = batch_size(kind, settings)
+    if len(data.pairs) < size:
+        raise DataError(pairs_file, f"{len(data.pairs)} alike pairs to learn from, fewer than a "
+                                    f"batch ({size}): give more pairs or a smaller --batch-size")
+    steps_per_epoch = len(data.pairs) // size
     config = tune_config(base, kind, steps_per_epoch, settings)
     # the trainer reads no benchmark data here: the pairs are given, the dev figures replace STSb's
     trainer = Trainer(config, run_dir, run_dir, data,
                       dev_evaluation=lambda encoder: dev_figures(encoder.eval(), dev))
     before = dev_figures(load_model(base).encoder, dev)
     stop = BestEpoch(trainer.model.encoder, before["dev_score"])
-    model = trainer.run(resume=resume, show_progress=show_progress, stop=stop)
+    try:
+        model = trainer.run(resume=resume, show_progress=show_progress, stop=stop)
+    except (FileExistsError, ValueError) as err:  # a run directory in use, or another run's
+        raise ModelError(f"{err} (--run-dir)") from None
     record = {"base": base, "pairs_file": str(pairs_file), "pairs_sha256": file_sha256(pairs_file),
               "dev_file": str(dev_file) if dev_file else None,
               "dev_sha256": file_sha256(dev_file) if dev_file else None,
