@@ -118,3 +118,17 @@ def test_collection_words_missing_from_a_dan_get_rows_of_their_own(tmp_path, tin
     adapted, base = load_encoder(out), load_encoder(tiny_model)
     assert adapted.knows_words("kerberos") and not base.knows_words("kerberos")
     assert np.allclose(adapted.encode(["visa fees"]), base.encode(["visa fees"]), atol=0.02)
+
+
+@pytest.mark.slow
+def test_a_pretrained_peer_runs_its_own_fp32_weights(tmp_path, monkeypatch):
+    """Figures called a peer's are the peer's: its export is not the int8 variant."""
+    from core.loader import load_encoder
+    from train.trained_model import export_once, load_model
+
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    export_once("pretrained:all-MiniLM-L6-v2")
+    texts = ["How long does a residence permit renewal take?", "Where can I buy a cheap used car?"]
+    exported = load_encoder("pretrained:all-MiniLM-L6-v2").encode(texts)
+    reference = load_model("pretrained:all-MiniLM-L6-v2").encoder.encode(texts)
+    assert np.min(np.sum(exported * reference, axis=1)) > 0.99999
