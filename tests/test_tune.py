@@ -132,3 +132,9 @@ def test_a_pretrained_peer_runs_its_own_fp32_weights(tmp_path, monkeypatch):
     exported = load_encoder("pretrained:all-MiniLM-L6-v2").encode(texts)
     reference = load_model("pretrained:all-MiniLM-L6-v2").encoder.encode(texts)
     assert np.min(np.sum(exported * reference, axis=1)) > 0.99999
+
+
+@pytest.mark.reliability("`askalike export pretrained:NAME --quantize`",
+                         "refused in one line: a peer's figures stay its own fp32 model's")
+def test_a_peer_is_never_quantised_in_place():
+    assert_one_line_error(invoke("export", "pretrained:all-MiniLM-L6-v2", "--quantize"), r"own fp32 model")

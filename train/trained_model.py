@@ -145,6 +145,9 @@ def export_model(spec: str | Path, quantize: bool | None = None) -> tuple[Path, 
     ``quantize`` defaults to int8 weights for a model directory and fp32 for a peer, so that
     figures called a peer's are its own model's."""
     name = pretrained_name(spec)
+    if name is not None and quantize:
+        raise ModelError(f"{spec}: a peer's export is its own fp32 model, so that figures called "
+                         "the peer's are; to measure an int8 variant, save it as a model directory")
     if quantize is None:
         quantize = name is None
     directory = pretrained_export_dir(name) if name is not None else Path(spec)
