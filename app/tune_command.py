@@ -39,7 +39,8 @@ def tune(
     as_json: JsonOption = False,
 ) -> None:
     """Fine-tune BASE on your own pairs (or give a DAN your collection's words) and save a
-    complete model directory (ONNX export included) that `index --model OUT` and `serve` take;
+    complete model directory (ONNX export included) that `index --model OUT` and every other
+    `--model` take;
     prints the dev figures before and after."""
     with user_errors():
         if (pairs is None) == (collection is None):
