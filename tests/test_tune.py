@@ -138,3 +138,15 @@ def test_a_pretrained_peer_runs_its_own_fp32_weights(tmp_path, monkeypatch):
                          "refused in one line: a peer's figures stay its own fp32 model's")
 def test_a_peer_is_never_quantised_in_place():
     assert_one_line_error(invoke("export", "pretrained:all-MiniLM-L6-v2", "--quantize"), r"own fp32 model")
+
+
+def test_eval_domains_reports_each_domain_and_caches_the_vectors(tmp_path, monkeypatch, tiny_model, data_dir):
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    first = invoke("eval", "domains", "--model", tiny_model, "--data-dir", data_dir, "--json")
+    assert first.exit_code == 0, first.output
+    figures = json.loads(first.stdout)
+    assert set(figures) == {"model", "part", *OOD_DOMAINS, "mean"}
+    assert figures["sick"]["pairs"] == len(domain_part(data_dir, "sick", "test"))
+    assert len(list((tmp_path / "cache" / "ood").glob("*.npy"))) == len(OOD_DOMAINS)
+    again = invoke("eval", "domains", "--model", tiny_model, "--data-dir", data_dir, "--json")
+    assert json.loads(again.stdout) == figures
