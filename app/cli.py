@@ -14,6 +14,7 @@ from app import (  # noqa: F401 (register)
     search_commands,
     serve_command,
     train_command,
+    tune_command,
 )
 from app.common import app, message_line, stderr
 

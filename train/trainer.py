@@ -97,14 +97,14 @@ def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir
     """The encoder to train: a pretrained one, an earlier stage's, or a new one over
     ``vocabulary`` (built from ``vocabulary_texts`` when None)."""
     model = config.model
-    if model.kind == "pretrained":
-        return PretrainedModule(PRETRAINED[model.pretrained](), **model.encoder)
     if model.initialise_from:
         encoder = load_model(model.initialise_from).encoder
         if encoder.kind != model.kind:
             raise ValueError(f"[model] initialise_from = {model.initialise_from!r} is a "
                              f"{encoder.kind} model, the config's kind is {model.kind!r}")
         return encoder.train()
+    if model.kind == "pretrained":
+        return PretrainedModule(PRETRAINED[model.pretrained](), **model.encoder)
     if vocabulary is None:
         vocabulary = Vocabulary.build(vocabulary_texts, model.vocabulary_size, model.min_count,
                                       model.oov_buckets, model.bigram_buckets)
@@ -156,8 +156,12 @@ def _resumable(config: dict[str, Any]) -> dict[str, Any]:
 
 class Trainer:
     def __init__(self, config: TrainConfig, data_dir: Path, run_dir: Path,
-                 data: TrainingData | None = None) -> None:
+                 data: TrainingData | None = None,
+                 dev_evaluation: Callable[[EncoderModule], dict[str, Any]] | None = None) -> None:
+        """``dev_evaluation`` replaces the STS Benchmark dev figure of each evaluation (e.g.
+        ``askalike tune``'s held-out pairs, so that it needs no benchmark data)."""
         self.config, self.data_dir, self.run_dir = config, data_dir, run_dir
+        self.dev_evaluation = dev_evaluation
         self.rank, self.world = distributed_context()
         self.device = choose_device()
         self.data = data if data is not None else load_training_data(data_dir, config.data)
@@ -300,6 +304,8 @@ class Trainer:
         model = self.trained_model()
         for task in self.tasks.values():
             metrics |= task.evaluate(model)
+        if self.dev_evaluation is not None:
+            return metrics | self.dev_evaluation(self.model.encoder)
         metrics["stsb_dev_pearson"] = evaluate_stsb(self.model.encoder, self.data_dir, "dev")["pearson"]
         return metrics
 
@@ -310,7 +316,10 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
 
-    def run(self, resume: bool = False, show_progress: bool = True) -> TrainedModel:
+    def run(self, resume: bool = False, show_progress: bool = True,
+            stop: Callable[[dict[str, Any]], bool] | None = None) -> TrainedModel:
+        """Train to the configured steps (or, with ``stop``, until it returns True for an
+        evaluation's figures, the last step's too), then save RUN_DIR/model."""
         training = self.config.training
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
@@ -339,8 +348,13 @@ class Trainer:
                 step = self.state.step
                 if step % training.log_every == 0:
                     self.log({"step": step, "task": task.name, "loss": loss, "pairs_per_s": rate})
-                if self.rank == 0 and step % training.eval_every == 0 and step < training.steps:
-                    self.log({"step": step, "eval": self.evaluate()})
+                if self.rank == 0 and step % training.eval_every == 0 and (
+                        step < training.steps or stop is not None):
+                    figures = self.evaluate()
+                    self.log({"step": step, "eval": figures})
+                    if stop is not None and stop(figures):
+                        self.save_checkpoint()
+                        break
                 if step % training.checkpoint_every == 0 or step == training.steps:
                     self.save_checkpoint()
         model = self.trained_model()

@@ -1,0 +1,70 @@
+"""``askalike tune``: adapt a shipped or saved model to a user's own labelled pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.common import JsonOption, app, exported, print_figures, user_errors
+from core.errors import UserError
+from core.model_dir import DEFAULT_MODEL
+
+
+@app.command("tune")
+def tune(
+    base: Annotated[str, typer.Argument(help="The model to start from: models/accurate, "
+                                             "models/fast, a saved model directory or pretrained:NAME.")],
+    out: Annotated[Path, typer.Option("--out", help="The new model directory (must not exist).")],
+    pairs: Annotated[Path | None, typer.Option(
+        "--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] (1 alike, 0 not; no label: "
+                        "alike) or of text, group.")] = None,
+    collection: Annotated[Path | None, typer.Option(
+        "--collection", help="Instead of --pairs, for a DAN (models/fast): a collection as "
+                             "`index` reads it; its frequent words missing from the vocabulary "
+                             "get rows from --teacher.")] = None,
+    teacher: Annotated[str, typer.Option(help="The teacher of --collection.")] = DEFAULT_MODEL,
+    dev: Annotated[Path | None, typer.Option(
+        "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
+    epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "
+                                                    "does not raise the dev figure.")] = 3,
+    batch_size: Annotated[int | None, typer.Option(
+        min=2, help="Pairs a step (in-batch negatives); default: 32 for a transformer, 8 for a DAN.")] = None,
+    learning_rate: Annotated[float | None, typer.Option(
+        help="Default: 3e-5 for a transformer, 1e-3 for a DAN.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
+                                                 show_default="OUT.run")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Fine-tune BASE on your own pairs (or give a DAN your collection's words) and save a
+    complete model directory (ONNX export included) that `index --model OUT` and every other
+    `--model` take;
+    prints the dev figures before and after."""
+    with user_errors():
+        if (pairs is None) == (collection is None):
+            raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
+        if collection is not None:
+            record = _adapt(base, collection, out, exported(teacher), show_progress=not as_json)
+        else:
+            from train.pair_tuning import TuneSettings
+            from train.pair_tuning import tune as tune_model
+
+            settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
+            record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
+                                settings, dev, resume=resume, show_progress=not as_json)
+        exported(str(out))
+    print_figures(f"Tuned {base} -> {out}", {"model": str(out), **record}, as_json)
+
+
+def _adapt(base: str, collection: Path, out: Path, teacher: str, show_progress: bool) -> dict:
+    from core.model_dir import cache_dir
+    from indexer.choices import OnError
+    from indexer.sources import SourceFile
+    from train.collection_adaptation import adapt_to_collection
+
+    if out.exists():
+        raise UserError(f"{out} exists: choose a new --out directory")
+    texts = [question.text for question in SourceFile(collection, OnError.stop).check([])]
+    return adapt_to_collection(base, texts, out, teacher, cache_dir() / "collection-teacher", show_progress)

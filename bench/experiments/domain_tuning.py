@@ -1,0 +1,95 @@
+"""Issue 43: ``askalike tune`` on domains no shipped model trained on. Each domain's fixed tune
+part (``core.ood_evaluation``: alike and not-alike pairs, the in-between ones left out) is
+written as a pair file; each base model is tuned on it with the command's defaults; the tuned
+models and the untuned bases and peers are scored on the test parts (exported encoders, the ones
+queries run). Tuned models go under $ASKALIKE_CACHE/domain-tuning (kept: a rerun only scores).
+
+    python -m bench.experiments.domain_tuning [--base models/accurate --base models/fast] [--peer ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+from core.data_dir import resolve_data_dir
+from core.loader import load_encoder
+from core.model_dir import DEFAULT_MODEL, cache_dir, read_model_config, weights_fingerprint
+from core.ood_evaluation import OOD_DOMAINS, PARTS, CachedEncoder, domain_part, evaluate_pairs
+from train.collection_adaptation import adapt_to_collection
+from train.pair_tuning import TuneSettings, tune
+from train.trained_model import export_once
+
+WORK = cache_dir() / "domain-tuning"
+
+
+def write_tune_pairs(data_dir: Path, domain: str, path: Path) -> Path:
+    """The domain's tune part as ``text_a,text_b,label`` rows (the labelled pairs only)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text_a", "text_b", "label"])
+        for pair in domain_part(data_dir, domain, "tune"):
+            if pair.label is not None:
+                writer.writerow([pair.sentence1, pair.sentence2, pair.label])
+    return path
+
+
+def adapted(base: str, data_dir: Path, domain: str) -> Path:
+    """``tune BASE --collection``'s model for the domain's texts (both parts: no labels)."""
+    out = WORK / f"{Path(base).name}-{domain}-collection"
+    if not (out / "metrics.json").is_file():
+        texts = sorted({t for part in PARTS for p in domain_part(data_dir, domain, part)
+                        for t in (p.sentence1, p.sentence2)})
+        adapt_to_collection(base, texts, out, DEFAULT_MODEL, cache_dir() / "collection-teacher")
+    return out
+
+
+def test_figures(model: str, data_dir: Path, domain: str) -> dict:
+    export_once(model)
+    key = f"{model}:{weights_fingerprint(model)}:query"  # as `askalike eval domains` keys it
+    encoder = CachedEncoder(load_encoder(model), cache_dir() / "ood", key)
+    return evaluate_pairs(encoder, domain_part(data_dir, domain, "test"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", action="append", help="models to tune (default: both shipped)")
+    parser.add_argument("--peer", action="append", help="untuned peers to score (default: "
+                        "pretrained:all-MiniLM-L6-v2, pretrained:all-mpnet-base-v2)")
+    parser.add_argument("--domain", action="append", choices=list(OOD_DOMAINS))
+    args = parser.parse_args()
+    data_dir = resolve_data_dir()
+    bases = args.base or ["models/accurate", "models/fast"]
+    peers = args.peer or ["pretrained:all-MiniLM-L6-v2", "pretrained:all-mpnet-base-v2"]
+    rows = []
+    for domain in args.domain or list(OOD_DOMAINS):
+        pairs = write_tune_pairs(data_dir, domain, WORK / f"{domain}-tune-pairs.csv")
+        for model in peers + bases:
+            rows.append({"domain": domain, "model": model, "tuned": False,
+                         **test_figures(model, data_dir, domain)})
+        for base in bases:
+            out = WORK / f"{Path(base).name}-{domain}"
+            record = {}
+            if not (out / "metrics.json").is_file():
+                started = time.perf_counter()
+                record = tune(base, pairs, out, WORK / f"{out.name}.run", TuneSettings(), resume=True)
+                record["seconds"] = round(time.perf_counter() - started, 1)
+                (WORK / f"{out.name}.record.json").write_text(json.dumps(record, indent=2))
+            rows.append({"domain": domain, "model": f"{base} tuned", "tuned": True,
+                         **test_figures(str(out), data_dir, domain)})
+            if read_model_config(Path(base))["kind"] == "dan":
+                rows.append({"domain": domain, "model": f"{base} + collection words", "tuned": True,
+                             **test_figures(str(adapted(base, data_dir, domain)), data_dir, domain)})
+    for row in rows:
+        print(json.dumps(row))
+    print("| domain | model | pair ranking accuracy | Pearson r |\n|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['domain']} | {row['model']} | {row['ranking_accuracy']:.4f} | {row['pearson']:.4f} |")
+
+
+if __name__ == "__main__":
+    main()

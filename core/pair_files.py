@@ -1,0 +1,104 @@
+"""A user's labelled pairs, the input of ``askalike tune``: CSV, TSV or JSON Lines with either
+``text_a, text_b[, label]`` (label 1 alike, 0 not; without a label column every pair is alike)
+or ``text, group`` (the texts of one group are duplicates of each other: every two of a group
+make an alike pair). Errors name the file, line and field, as the collection readers' do."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.data_dir import DataError
+from core.datasets import json_objects, numbered_lines
+
+PAIR_COLUMNS = ("text_a", "text_b")
+GROUP_COLUMNS = ("text", "group")
+MAX_GROUP_PAIRS = 45  # a group's pairs kept (all pairs of its first 10 texts)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledPair:
+    text_a: str
+    text_b: str
+    label: int  # 1 alike, 0 not alike
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, row) of a CSV/TSV (header first) or JSON Lines file."""
+    if path.suffix.lower() in (".jsonl", ".json"):
+        for number, record in json_objects(path):
+            yield number, {key: value if isinstance(value, str) else ("" if value is None else str(value))
+                           for key, value in record.items()}
+        return
+    lines = numbered_lines(path)
+    numbers: list[int] = []
+
+    def text_lines() -> Iterator[str]:
+        for number, line in lines:
+            numbers.append(number)
+            yield line
+
+    reader = csv.reader(text_lines(), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    try:
+        header = [name.strip().lower() for name in next(reader)]
+    except StopIteration:
+        raise DataError(path, "file is empty", 1) from None
+    for row in reader:
+        if not any(field.strip() for field in row):
+            continue
+        if len(row) != len(header):
+            raise DataError(path, f"{len(row)} fields where the header has {len(header)}", numbers[-1])
+        yield numbers[-1], dict(zip(header, row, strict=True))
+
+
+def _field(path: Path, number: int, row: dict[str, str], name: str) -> str:
+    value = row.get(name, "").strip()
+    if not value:
+        raise DataError(path, f"field {name!r} is empty", number)
+    return value
+
+
+def _label(path: Path, number: int, row: dict[str, str]) -> int:
+    value = row.get("label", "").strip()
+    if value == "":
+        return 1
+    if value not in ("0", "1", "0.0", "1.0"):
+        raise DataError(path, f"field 'label' must be 1 (alike) or 0 (not alike), not {value!r}", number)
+    return int(float(value))
+
+
+def read_labelled_pairs(path: Path) -> list[LabelledPair]:
+    """The pairs of a pair file, in file order; a DataError naming file, line and field for a
+    row that cannot be read, and for a file without a single alike pair."""
+    pairs: list[LabelledPair] = []
+    groups: dict[str, list[str]] = defaultdict(list)
+    columns: tuple[str, ...] | None = None
+    for number, row in _rows(path):
+        if columns is None:
+            columns = next((c for c in (PAIR_COLUMNS, GROUP_COLUMNS) if all(k in row for k in c)), None)
+            if columns is None:
+                raise DataError(path, f"needs the columns text_a, text_b[, label] or text, group "
+                                      f"(found: {', '.join(row) or 'none'})", number)
+        if columns == PAIR_COLUMNS:
+            pairs.append(LabelledPair(_field(path, number, row, "text_a"),
+                                      _field(path, number, row, "text_b"), _label(path, number, row)))
+        else:
+            groups[_field(path, number, row, "group")].append(_field(path, number, row, "text"))
+    for texts in groups.values():
+        pairs.extend(LabelledPair(a, b, 1)
+                     for a, b in itertools.islice(itertools.combinations(texts, 2), MAX_GROUP_PAIRS))
+    if not any(pair.label == 1 for pair in pairs):
+        raise DataError(path, "no alike pairs (label 1, or a group of two texts or more)")
+    return pairs
+
+
+def text_fraction(text: str) -> float:
+    """Where a text falls in [0, 1), fixed by the SHA-256 of its normalised form (lower case,
+    single spaces): splits that keep every pair of a text on one side."""
+    key = " ".join(text.lower().split()).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64

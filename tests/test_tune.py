@@ -1,0 +1,152 @@
+"""``askalike tune`` and its pair files; the out-of-domain figures (``core.ood_evaluation``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
+from core.pair_files import read_labelled_pairs
+from tests.helpers import assert_one_line_error, index, invoke
+from train.pair_tuning import training_data
+
+TOPICS = ["visa", "car", "pizza", "school", "flight", "rent", "salary", "beach", "doctor", "phone"]
+
+
+def write_pairs(path: Path, count: int = 400) -> Path:
+    """Alike pairs that share a topic word and a number, and not-alike ones that do not."""
+    rows = ["text_a,text_b,label"]
+    for i in range(count):
+        topic, other = TOPICS[i % len(TOPICS)], TOPICS[(i + 3) % len(TOPICS)]
+        rows.append(f"question {i} about my {topic},{topic} help number {i},1")
+        if i % 2:
+            rows.append(f"question {i} about my {topic},{other} help number {i + 1},0")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_pair_files_read_labels_and_groups(tmp_path):
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text('text_a,text_b,label\n"a, b",c,1\nd,e,0\nf,g,\n')
+    assert [(p.text_a, p.label) for p in read_labelled_pairs(csv_file)] == [("a, b", 1), ("d", 0), ("f", 1)]
+    groups = tmp_path / "groups.jsonl"
+    groups.write_text("\n".join(json.dumps({"text": t, "group": g})
+                                for t, g in [("x", "1"), ("y", "1"), ("z", "1"), ("w", "2")]) + "\n")
+    assert {(p.text_a, p.text_b) for p in read_labelled_pairs(groups)} == {("x", "y"), ("x", "z"), ("y", "z")}
+
+
+@pytest.mark.reliability("a pair file with a bad label, an empty text or the wrong columns",
+                         "one error line naming the file, line and field; nothing written")
+@pytest.mark.parametrize(("content", "pattern"), [
+    ("text_a,text_b,label\na,b,1\nc,d,yes\n", r"pairs\.csv:3: field 'label' must be 1"),
+    ("text_a,text_b\na,b\n,d\n", r"pairs\.csv:3: field 'text_a' is empty"),
+    ("question,answer\na,b\n", r"pairs\.csv:2: needs the columns text_a, text_b"),
+    ("text_a,text_b,label\na,b,0\n", r"pairs\.csv: no alike pairs"),
+    ("text_a,text_b\n" + "".join(f"q{i},r{i}\n" for i in range(30)), r"pairs\.csv: \d+ alike pairs"),
+])
+def test_bad_pair_files_get_one_line_errors(tmp_path, tiny_model, content, pattern):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(content)
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "out")
+    assert_one_line_error(result, pattern)
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_alike_pairs_become_hard_negatives_of_their_first_text(tmp_path):
+    pairs = read_labelled_pairs(write_pairs(tmp_path / "pairs.csv", 10))
+    data = training_data(pairs)
+    assert len(data.pairs) == 10
+    assert data.hard_negatives[1] == "flight help number 2"  # pair 1's first text, its rewrite
+
+
+def test_ranking_accuracy_counts_alike_above_not_alike():
+    assert ranking_accuracy(np.array([0.9, 0.2, 0.5, 0.1]), [1, 0, 1, None]) == 1.0
+    assert ranking_accuracy(np.array([0.3, 0.5, 0.4]), [1, 0, 1]) == 0.0
+    assert ranking_accuracy(np.array([0.5, 0.5]), [1, 0]) == 0.5
+
+
+def test_domain_parts_are_fixed_and_disjoint(data_dir):
+    for domain in OOD_DOMAINS:
+        tune_part, test_part = domain_part(data_dir, domain, "tune"), domain_part(data_dir, domain, "test")
+        assert not {p.sentence1 for p in tune_part} & {p.sentence1 for p in test_part}
+        assert 0.3 < len(tune_part) / (len(tune_part) + len(test_part)) < 0.5
+
+
+@pytest.mark.slow
+def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, tiny_model):
+    pairs = write_pairs(tmp_path / "pairs.csv")
+    out = tmp_path / "tuned"
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", out, "--epochs", "3",
+                    "--learning-rate", "0.01", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["after"]["dev_score"] > record["before"]["dev_score"]
+    metrics = json.loads((out / "metrics.json").read_text())["tune"]
+    assert metrics["pairs_sha256"] == record["pairs_sha256"] and metrics["hard_negatives"] > 0
+    source = tmp_path / "questions.csv"
+    source.write_text("id,subject,body\nq1,my visa,help\nq2,my car,help\n")
+    assert index(source, tmp_path / "index", out)["model"].endswith("tuned")
+
+
+@pytest.mark.slow
+def test_a_resumed_tune_keeps_where_the_run_stopped(tmp_path, tiny_model):
+    pairs = write_pairs(tmp_path / "pairs.csv")
+    common = ("--pairs", pairs, "--run-dir", tmp_path / "run", "--learning-rate", "0.01", "--json")
+    first = invoke("tune", tiny_model, "--out", tmp_path / "a", *common)
+    again = invoke("tune", tiny_model, "--out", tmp_path / "b", "--resume", *common)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["after"] == json.loads(first.stdout)["after"]
+    weights = [(tmp_path / name / "model.safetensors").read_bytes() for name in "ab"]
+    assert weights[0] == weights[1]
+
+
+@pytest.mark.slow
+def test_collection_words_missing_from_a_dan_get_rows_of_their_own(tmp_path, tiny_model):
+    source = tmp_path / "desk.csv"
+    source.write_text("id,subject,body\n" + "".join(f"q{i},kerberos ticket {i},renew the kerberos ticket\n"
+                                                     for i in range(5)))
+    out = tmp_path / "adapted"
+    result = invoke("tune", tiny_model, "--collection", source, "--out", out, "--teacher", tiny_model,
+                    "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["new_words"] == 3  # kerberos, ticket, renew
+    from core.loader import load_encoder
+
+    adapted, base = load_encoder(out), load_encoder(tiny_model)
+    assert adapted.knows_words("kerberos") and not base.knows_words("kerberos")
+    assert np.allclose(adapted.encode(["visa fees"]), base.encode(["visa fees"]), atol=0.02)
+
+
+@pytest.mark.slow
+def test_a_pretrained_peer_runs_its_own_fp32_weights(tmp_path, monkeypatch):
+    """Figures called a peer's are the peer's: its export is not the int8 variant."""
+    from core.loader import load_encoder
+    from train.trained_model import export_once, load_model
+
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    export_once("pretrained:all-MiniLM-L6-v2")
+    texts = ["How long does a residence permit renewal take?", "Where can I buy a cheap used car?"]
+    exported = load_encoder("pretrained:all-MiniLM-L6-v2").encode(texts)
+    reference = load_model("pretrained:all-MiniLM-L6-v2").encoder.encode(texts)
+    assert np.min(np.sum(exported * reference, axis=1)) > 0.99999
+
+
+@pytest.mark.reliability("`askalike export pretrained:NAME --quantize`",
+                         "refused in one line: a peer's figures stay its own fp32 model's")
+def test_a_peer_is_never_quantised_in_place():
+    assert_one_line_error(invoke("export", "pretrained:all-MiniLM-L6-v2", "--quantize"), r"own fp32 model")
+
+
+def test_eval_domains_reports_each_domain_and_caches_the_vectors(tmp_path, monkeypatch, tiny_model, data_dir):
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    first = invoke("eval", "domains", "--model", tiny_model, "--data-dir", data_dir, "--json")
+    assert first.exit_code == 0, first.output
+    figures = json.loads(first.stdout)
+    assert set(figures) == {"model", "part", *OOD_DOMAINS, "mean"}
+    assert figures["sick"]["pairs"] == len(domain_part(data_dir, "sick", "test"))
+    assert len(list((tmp_path / "cache" / "ood").glob("*.npy"))) == len(OOD_DOMAINS)
+    again = invoke("eval", "domains", "--model", tiny_model, "--data-dir", data_dir, "--json")
+    assert json.loads(again.stdout) == figures
