@@ -451,6 +451,15 @@ class Store(Database):
                 found.update((row.id, StoredQuestion(*row)) for row in rows)
         return found
 
+    def live_ids(self, ids: Sequence[int]) -> set[int]:
+        """Those of ``ids`` still stored: what a search checks of its candidates before it
+        fetches the rows of the few it shows."""
+        live: set[int] = set()
+        with self.reading() as connection:
+            for part in _batches(ids):
+                live.update(connection.execute(select(_QUESTIONS.c.id).where(_QUESTIONS.c.id.in_(part))).scalars())
+        return live
+
     def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
                      dated_from: datetime | None = None, dated_before: datetime | None = None) -> np.ndarray:
         """Ids of the questions from one of ``sources`` (a full path or a file name), in one of

@@ -290,22 +290,21 @@ class Searcher:
         return allowed if exclude is None else allowed[allowed != exclude]
 
     def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,
-                    exclude: int | None) -> tuple[list[list[Hit]], dict[int, StoredQuestion]]:
-        """Per query, up to k live (id, cosine) pairs, best first, and the stored rows they name:
+                    exclude: int | None) -> list[list[Hit]]:
+        """Per query, up to k live (id, cosine) pairs, best first:
         the best k of the questions that pass (``allowed``; None: all), with at least
         min(k, those that pass) of them. An approximate search that comes back with fewer (its
         candidates ran out before enough passed) is answered again by the exact scan."""
         if allowed is not None and not len(allowed):
-            return [[] for _ in vectors], {}
-        hits, found = self._faiss_hits(vectors, k, allowed, exclude, approximate=True)
+            return [[] for _ in vectors]
+        hits = self._faiss_hits(vectors, k, allowed, exclude, approximate=True)
         passing = self.count - (exclude is not None) if allowed is None else len(allowed)
         short = [row for row, row_hits in enumerate(hits) if len(row_hits) < min(k, passing)]
         if short and self._settings(k, allowed) is not None:
-            again, more = self._faiss_hits(vectors[short], k, allowed, exclude, approximate=False)
+            again = self._faiss_hits(vectors[short], k, allowed, exclude, approximate=False)
             for row, row_hits in zip(short, again, strict=True):
                 hits[row] = row_hits
-            found |= more
-        return hits, found
+        return hits
 
     def _settings(self, wanted: int, allowed: np.ndarray | None) -> dict[str, int] | None:
         """The approximate search settings for ``wanted`` hits among ``allowed``; None: scan."""
@@ -313,9 +312,9 @@ class Searcher:
                               self.count if allowed is None else len(allowed), wanted)
 
     def _faiss_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None, exclude: int | None,
-                    approximate: bool) -> tuple[list[list[Hit]], dict[int, StoredQuestion]]:
+                    approximate: bool) -> list[list[Hit]]:
         """Up to k live (id, cosine) pairs per query from FAISS (the search ``query_settings``
-        chooses, or the exact scan), and the stored rows they name. Ids deleted but still indexed
+        chooses, or the exact scan). Ids deleted but still indexed
         (a run was interrupted after its commit) are skipped: FAISS is asked for more until each
         query has k live hits or no more come. Where FAISS's cosines are not exact (ivfpq's fp16
         copies), hits are re-scored from the stored vectors, and FAISS is asked for more until
@@ -325,16 +324,16 @@ class Searcher:
         while True:
             settings = self._settings(wanted, allowed) if approximate else None
             cosines, ids = self._faiss_search(vectors, wanted, allowed, settings)
-            found = self.index.store.fetch(sorted({int(i) for i in ids.ravel() if i >= 0}))
+            stored = self.index.store.live_ids(sorted({int(i) for i in ids.ravel() if i >= 0}))
             live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
-                     if i >= 0 and int(i) != exclude and int(i) in found]
+                     if i >= 0 and int(i) != exclude and int(i) in stored]
                     for row_cosines, row_ids in zip(cosines, ids, strict=True)]
             exhausted = (ids < 0).any(axis=1)  # FAISS had no more candidates for that query
             # with inexact cosines, a question left out may outscore the k-th by up to twice the error
             settled = [done or (len(hits) >= k and (not error or last < hits[k - 1][1] - 2 * error))
                        for hits, done, last in zip(live, exhausted, cosines[:, -1], strict=True)]
             if wanted >= self.count or all(settled):
-                return [hits[:k] for hits in (self._rescored(vectors, live) if error else live)], found
+                return [hits[:k] for hits in (self._rescored(vectors, live) if error else live)]
             wanted = min(2 * wanted, self.count)
 
     def _rescored(self, vectors: np.ndarray, hits: list[list[Hit]]) -> list[list[Hit]]:
@@ -358,8 +357,9 @@ class Searcher:
 
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:
-        live, found = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
-        return [_results([(i, c, c) for i, c in hits], found) for hits in live]
+        live = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
+        found = self.index.store.fetch(sorted({i for hits in live for i, _ in hits}))
+        return [_results([(i, c, c) for i, c in hits if i in found], found) for hits in live]
 
     def _search_words(self, query: str, vector: np.ndarray, k: int, allowed: np.ndarray | None,
                       mode: SearchMode) -> list[SearchResult]:
@@ -380,9 +380,8 @@ class Searcher:
         full = 1.0 if hybrid else self.lexical.full_match(query)  # what the match is a share of
         while True:
             words = self.lexical.top(query, depth, allowed)
-            meaning = self._dense_hits(vector[None, :], depth, allowed, exclude=None)[0][0] if hybrid else []
-            found = self.index.store.fetch(sorted({i for i, _ in words} | {i for i, _ in meaning}))
-            cosines = self._cosines(vector, found)
+            meaning = self._dense_hits(vector[None, :], depth, allowed, exclude=None)[0] if hybrid else []
+            cosines = self._cosines(vector, {i for i, _ in words} | {i for i, _ in meaning})
             bm25 = self.lexical.scores_of(query, list(cosines))
             if score is None:  # the first round's candidates are the pool that fixes the bounds
                 score = (fused_score(list(cosines.values()), list(bm25.values()), self.dense_weight)
@@ -392,7 +391,8 @@ class Searcher:
             seen_all = len(meaning) < depth if hybrid else len(words) < depth
             unseen = score(meaning[-1][1] if meaning else -1.0, words[-1][1] if len(words) == depth else 0.0)
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
-                return _results([(i, cosines[i], scores[i]) for i in ranked[:k]], found,
+                found = self.index.store.fetch(ranked[:k])  # only the rows shown are read whole
+                return _results([(i, cosines[i], scores[i]) for i in ranked[:k] if i in found], found,
                                 lambda score: clipped(score / full))
             depth = max(2 * depth, k)
 

@@ -241,3 +241,10 @@ def test_questions_deleted_with_exclude_are_named_until_readmitted(database_url)
         assert store.excluded_ids("a.csv", ["q0", "q1", "q2"]) == {"q0", "q1"}
         assert store.excluded_ids("b.csv", ["q0"]) == set()
         assert store.readmit(["a.csv"]) == 2 and store.excluded_ids("a.csv", ["q0", "q1"]) == set()
+
+
+def test_live_ids_names_only_the_questions_still_stored(database_url):
+    with Store(database_url) as store:
+        ids = store.write("a.csv", _questions(3), _vectors(3), [None, None, None])
+        store.delete(ids[:1])
+        assert store.live_ids([*ids, max(ids) + 100]) == set(ids[1:])
