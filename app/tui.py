@@ -35,14 +35,14 @@ HELP = """\
   type        search as you type (Enter: at once)
   Tab  /      move between the search box and the results
   ↑ ↓   j k   move through the results (j k: when not typing)
-  Enter       the selected question in full
+  Enter       the selected question in full (↓ selects)
   m           more like it        b  Escape   back
   f           filters             c           clear them
   a           fold near-duplicates ("+3 alike"), or list them
   + -         raise or lower the minimum match (≥30%)
   Ctrl+T      mode: dense (meaning), lexical (words), hybrid
   ?  F1       this help           q  Ctrl+C   quit
-Letters act when the results have the focus (Tab, ↓ or Enter).
+Letters act when the results have the focus (Tab).
 Match: dense: the cosine (0 at least); lexical: the share of the
 query's words held; hybrid: the fused score. "≈ #2": a near-
 duplicate of hit 2.
@@ -257,6 +257,7 @@ class SearchApp(App[None]):
         self.searcher: Searcher | None = None
         self.choices = Choices()
         self.found = 0  # hits of the last search before min-match and collapse
+        self.answered: Search | None = None  # the search whose results are shown
         self.filters = SearchFilters()
         self.history: list[Search] = []
         self.results: list[SearchResult] = []
@@ -340,9 +341,13 @@ class SearchApp(App[None]):
 
     @on(Input.Submitted, "#query")
     def _entered(self, event: Input.Submitted) -> None:
+        """Enter searches; where the results shown are already this query's (typing searched
+        it, Down picked a row), it opens the highlighted question instead."""
         if self._debounce is not None:
             self._debounce.stop()
-        if event.value.strip():
+        if self.results and self.answered == Search(query=event.value.strip(), filters=self.filters):
+            self._selected()
+        elif event.value.strip():
             self._submit(event.value, focus_results=True)
 
     def _submit(self, query: str, focus_results: bool = False) -> None:
@@ -375,7 +380,7 @@ class SearchApp(App[None]):
         self.call_from_thread(self._show, search, len(found), results, focus_results)
 
     def _show(self, search: Search, found: int, results: list[SearchResult], focus_results: bool) -> None:
-        self.results, self.found = results, found
+        self.results, self.found, self.answered = results, found, search
         self._fill_table()
         if results:
             outcome = f"{len(results)} results"

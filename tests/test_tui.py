@@ -166,12 +166,14 @@ async def test_navigation_more_like_this_back_and_the_full_question(index_dir):
         assert app.focused is app.query_one("#query")
         await pilot.press("down", "down")  # from the search box
         assert table.cursor_row == 2 and app.focused is app.query_one("#query")
-        await pilot.press("up", "enter")
+        await pilot.press("up", "enter")  # Enter opens the row picked from the box
         await settle(pilot)
+        assert isinstance(app.screen, DetailScreen) and app.screen.result == app.results[1]
+        await pilot.press("escape", "tab")
         assert app.focused is table
         await pilot.press("j", "j", "down", "k")
-        assert table.cursor_row == 2
-        selected = app.results[2]
+        assert table.cursor_row == 3
+        selected = app.results[3]
         assert selected.external_id in str(app.query_one("#detail-text").render())
         await pilot.press("m")
         await settle(pilot)
@@ -274,6 +276,20 @@ async def test_at_80x24_down_moves_the_selection_and_subjects_end_with_an_ellips
         subjects = [str(table.get_cell_at((row, 2))) for row in range(table.row_count)]
         cut = [text for text in subjects if text.endswith("…")]
         assert cut and {len(text) for text in cut} == {max(map(len, subjects))}
+
+
+@synchronously
+async def test_enter_in_the_box_opens_the_row_down_picked_once_typing_has_searched(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car")
+        await settle(pilot)  # searched as typed
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen) and app.screen.result == app.results[1]
+        await pilot.press("escape", *" prices", "enter")  # a changed query: Enter searches it
+        await settle(pilot)
+        assert not isinstance(app.screen, DetailScreen) and app.answered.query == "cheap car prices"
 
 
 @pytest.mark.slow
