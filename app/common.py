@@ -187,14 +187,14 @@ class MinMatchError(UserError):
 
 
 def parse_min_match(text: str, zero_allowed: bool = True) -> float:
-    """``--min-match`` as a fraction: ``70%``, ``70`` (above 1: a percentage, as the match column
-    shows it) and ``0.7`` are all 0.7."""
+    """``--min-match`` as a fraction: ``70%``, ``70`` (1 or more: a percentage, as the match
+    column shows it; so ``1`` is 1%) and ``0.7`` are all 0.7."""
     stripped = text.strip()
     try:
         number = float(stripped.removesuffix("%"))
     except ValueError:
         raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 70% or 0.7)") from None
-    fraction = number / 100 if stripped.endswith("%") or number > 1 else number
+    fraction = number / 100 if stripped.endswith("%") or number >= 1 else number
     if not (fraction >= 0 if zero_allowed else fraction > 0) or fraction > 1:
         lowest = "from 0" if zero_allowed else "above 0"
         raise MinMatchError(f"--min-match {text!r}: must be {lowest} and at most 100%")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from app.common import DatabaseOption, IndexOption, app, exported, plain, stderr, user_errors
+from app.common import DatabaseOption, IndexOption, app, exported, plain, shipped_models, stderr, user_errors
 from indexer.choices import DEFAULT_INDEX_DIR
 
 
@@ -17,8 +17,8 @@ def serve(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="A model directory or pretrained:NAME with the index's weights.",
-        show_default="the index's own model")] = None,
+        "--model", help="A model directory, fast or accurate, or pretrained:NAME with the index's "
+                        "weights.", callback=shipped_models, show_default="the index's own model")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 listens on every "
                                            "network (put it behind TLS).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
@@ -44,11 +44,11 @@ def serve(
     from app.server.settings import api_keys as read_keys
     from indexer.directory import open_index
 
-    settings = ServerSettings(str(index_dir.resolve()), database, exported(model) if model else None,
-                              str(api_keys.resolve()) if api_keys else None, read_needs_key,
-                              tuple(cors_origin or ()),
-                              Limits(max_body_bytes, max_query_chars, max_k, max_batch))
     with user_errors():
+        settings = ServerSettings(str(index_dir.resolve()), database, exported(model) if model else None,
+                                  str(api_keys.resolve()) if api_keys else None, read_needs_key,
+                                  tuple(cors_origin or ()),
+                                  Limits(max_body_bytes, max_query_chars, max_k, max_batch))
         open_index(index_dir, database).close()  # a missing or damaged index: one line, before binding
         keys = read_keys(settings)
     stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "

@@ -508,8 +508,10 @@ class SearchApp(App[None]):
         self._again()
 
     def action_min_match(self, steps: int) -> None:
-        """Raise (or lower) the minimum match by ``steps`` tenths, within 0-100%; the search runs again."""
-        low = round(min(max(self.shown.min_match + steps * MIN_MATCH_STEP, 0.0), 0.9), 2)
+        """Raise (or lower) the minimum match by ``steps`` tenths, from 0 up to 90% (or the
+        higher one --min-match gave: + never lowers it); the search runs again."""
+        highest = max(0.9, self.shown.min_match)
+        low = round(min(max(self.shown.min_match + steps * MIN_MATCH_STEP, 0.0), highest), 2)
         if low != self.shown.min_match:
             self.shown = replace(self.shown, min_match=low)
             self._show_shown()

@@ -7,15 +7,16 @@ from typing import Annotated
 
 import typer
 
-from app.common import JsonOption, app, exported, print_figures, user_errors
+from app.common import JsonOption, app, exported, print_figures, shipped_models, user_errors
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
 
 
 @app.command("tune")
 def tune(
-    base: Annotated[str, typer.Argument(help="The model to start from: models/accurate, "
-                                             "models/fast, a saved model directory or pretrained:NAME.")],
+    base: Annotated[str, typer.Argument(help="The model to start from: accurate, fast, a saved "
+                                             "model directory or pretrained:NAME.",
+                                        callback=shipped_models)],
     out: Annotated[Path, typer.Option("--out", help="The new model directory (must not exist).")],
     pairs: Annotated[Path | None, typer.Option(
         "--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] (1 alike, 0 not; no label: "
@@ -24,7 +25,8 @@ def tune(
         "--collection", help="Instead of --pairs, for a DAN (models/fast): a collection as "
                              "`index` reads it; its frequent words missing from the vocabulary "
                              "get rows from --teacher.")] = None,
-    teacher: Annotated[str, typer.Option(help="The teacher of --collection.")] = DEFAULT_MODEL,
+    teacher: Annotated[str, typer.Option(help="The teacher of --collection.",
+                                         callback=shipped_models)] = DEFAULT_MODEL,
     dev: Annotated[Path | None, typer.Option(
         "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "

@@ -66,6 +66,14 @@ def test_post_search_answers_each_query_as_get_does(reader):
     assert all(search["mode"] == "lexical" for search in singles)
 
 
+def test_post_search_reads_min_match_either_way_and_refuses_unknown_keys(reader):
+    for key in ("min_match", "min-match"):
+        strong = reader.post("/search", json={"queries": ["good school"], "k": 50, key: 0.5}).json()
+        assert all(hit["match"] >= 0.5 for hit in strong["searches"][0]["results"])
+    misspelt = reader.post("/search", json={"queries": ["good school"], "categroy": ["pizza"]})
+    assert misspelt.status_code == 422 and "categroy" in misspelt.json()["error"]
+
+
 def test_search_filters_min_match_and_collapse(reader, shared_index):
     filtered = reader.get("/search", params={"q": "good school", "category": "pizza", "k": 10}).json()
     assert filtered["count"] and {hit["metadata"]["category"] for hit in filtered["results"]} == {"pizza"}

@@ -354,6 +354,14 @@ async def test_plus_and_minus_change_the_minimum_match(index_dir):
         await pilot.press(*["minus"] * 12)
         await settle(pilot)
         assert app.shown.min_match == 0.0 and len(app.results) == everything
+    app = make_app(index_dir, min_match=0.95)  # above the 90% that + stops at
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        await pilot.press("tab", "plus")  # the results have the focus: + acts
+        assert app.shown.min_match == 0.95  # + never lowers it
+        await pilot.press("minus")
+        assert app.shown.min_match == 0.85
 
 
 def test_the_default_leaves_out_weak_hits_and_folds_near_duplicates(index_dir):

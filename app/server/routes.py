@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Body, FastAPI, Query
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from app.server.security import public_message
@@ -74,6 +74,9 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
     K = Annotated[int, Query(ge=1, le=limits.k, description="results")]
 
     class BatchSearch(BaseModel):
+        # min_match or min-match; a misspelt key is refused, never ignored
+        model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
         queries: list[Annotated[str, Field(min_length=1, max_length=limits.query_chars)]] = Field(
             min_length=1, max_length=limits.batch)
         k: int = Field(10, ge=1, le=limits.k)
