@@ -15,6 +15,7 @@ switch, a search ranks by the old files and skips ids no longer stored.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +25,8 @@ from pathlib import Path
 from core.encoder import Encoder
 from indexer.layout import MANIFEST_FILE
 from retrieval.searcher import Searcher
+
+log = logging.getLogger(__name__)
 
 ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
 
@@ -101,7 +104,12 @@ class LiveSearcher:
             state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
             if state == self._state:
                 return
-            fresh = self._open(self._current.encoder)
+            try:
+                fresh = self._open(self._current.encoder)
+            except Exception:  # a long-running server keeps answering from the state it has
+                log.exception("cannot open the index's new state; still answering from the one before")
+                self._state = state  # tried again once the manifest changes again, not on every search
+                return
             with self._swap:
                 old, self._current, self._state = self._current, fresh, state
                 self._retire(old)

@@ -94,3 +94,28 @@ def test_a_write_through_one_server_is_seen_by_another(built, tmp_path):
         second.delete("/questions/n1", headers=WRITE)
         assert first.get("/questions/n1").status_code == 404
 
+
+
+@pytest.mark.reliability("a server's index changes to a state that cannot be opened (damaged files)",
+                         "searches go on from the state before; the failure is logged once, not retried "
+                         "on every search")
+def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, caplog):
+    from retrieval.live import LiveSearcher
+    from retrieval.searcher import Searcher
+
+    index_dir = built[0]
+    opened: list[object] = []
+
+    def open_searcher(encoder):
+        if opened:
+            raise OSError("damaged FAISS file")
+        opened.append(encoder)
+        return Searcher(index_dir)
+
+    live = LiveSearcher(index_dir, open_searcher)
+    manifest = index_dir / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes() + b"\n")  # a new state, as a commit makes
+    for _ in range(3):
+        with live.searching() as searcher:
+            assert searcher.search("visa", 3)
+    assert len(opened) == 1 and caplog.text.count("cannot open the index's new state") == 1
