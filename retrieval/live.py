@@ -108,8 +108,7 @@ class LiveSearcher:
                 fresh = self._open(self._current.encoder)
             except Exception:  # a long-running server keeps answering from the state it has
                 log.exception("cannot open the index's new state; still answering from the one before")
-                self._state = state  # tried again once the manifest changes again, not on every search
-                return
+                return  # tried again by the next search: a state caught mid-write opens then
             with self._swap:
                 old, self._current, self._state = self._current, fresh, state
                 self._retire(old)
