@@ -13,6 +13,7 @@ import csv
 import gzip
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -320,3 +321,15 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if isinstance(record, DataError):
             raise record
         yield number, record
+
+
+DELIMITERS = (",", ";", "\t")  # a .csv or .tsv file may use any of them: the header says which
+
+
+def sniff_delimiter(header_line: str, default: str) -> str:
+    """The separator of a header line: the one of DELIMITERS it has most often outside quotes
+    (``default`` when it has none: a one-column file)."""
+    unquoted = re.sub(r'"[^"]*"', "", header_line)
+    counts = {delimiter: unquoted.count(delimiter) for delimiter in DELIMITERS}
+    best = max(counts, key=lambda delimiter: (counts[delimiter], delimiter == default))
+    return best if counts[best] else default

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.data_dir import DataError
-from core.datasets import json_objects, numbered_lines
+from core.datasets import json_objects, numbered_lines, sniff_delimiter
 
 PAIR_COLUMNS = ("text_a", "text_b")
 GROUP_COLUMNS = ("text", "group")
@@ -37,17 +37,20 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         return
     lines = numbered_lines(path)
     numbers: list[int] = []
+    first = next(lines, None)
+    if first is None:
+        raise DataError(path, "file is empty", 1)
+    # comma, semicolon or tab, as the header row shows: the separators `index` reads
+    delimiter = sniff_delimiter(first[1], "\t" if path.suffix.lower() == ".tsv" else ",")
 
     def text_lines() -> Iterator[str]:
+        yield first[1]
         for number, line in lines:
             numbers.append(number)
             yield line
 
-    reader = csv.reader(text_lines(), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-    try:
-        header = [name.strip().lower() for name in next(reader)]
-    except StopIteration:
-        raise DataError(path, "file is empty", 1) from None
+    reader = csv.reader(text_lines(), delimiter=delimiter)
+    header = [name.strip().lower() for name in next(reader)]
     for row in reader:
         if not any(field.strip() for field in row):
             continue

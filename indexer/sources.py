@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.datasets import DataError, json_lines, numbered_lines
+from core.datasets import DataError, json_lines, numbered_lines, sniff_delimiter
 from core.dates import DateOrder, DateValueError, parse_date
 from core.text import join_subject_body
 from indexer.choices import OnError
@@ -176,18 +176,6 @@ def made_id(text: str, seen: dict[str, int]) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     seen[digest] = seen.get(digest, 0) + 1
     return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
-
-
-DELIMITERS = (",", ";", "\t")  # a .csv or .tsv file may use any of them: the header says which
-
-
-def sniff_delimiter(header_line: str, default: str) -> str:
-    """The separator of a header line: the one of DELIMITERS it has most often outside quotes
-    (``default`` when it has none: a one-column file)."""
-    unquoted = re.sub(r'"[^"]*"', "", header_line)
-    counts = {delimiter: unquoted.count(delimiter) for delimiter in DELIMITERS}
-    best = max(counts, key=lambda delimiter: (counts[delimiter], delimiter == default))
-    return best if counts[best] else default
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,10 @@ def test_pair_files_read_labels_and_groups(tmp_path):
     csv_file = tmp_path / "pairs.csv"
     csv_file.write_text('text_a,text_b,label\n"a, b",c,1\nd,e,0\nf,g,\n')
     assert [(p.text_a, p.label) for p in read_labelled_pairs(csv_file)] == [("a, b", 1), ("d", 0), ("f", 1)]
+    semicolons = tmp_path / "semicolons.csv"  # the separators `index` reads, from the header
+    semicolons.write_text("text_a;text_b;label\nVPN drops, again;VPN disconnects;1\n")
+    read = read_labelled_pairs(semicolons)
+    assert [(p.text_a, p.text_b) for p in read] == [("VPN drops, again", "VPN disconnects")]
     groups = tmp_path / "groups.jsonl"
     groups.write_text("\n".join(json.dumps({"text": t, "group": g})
                                 for t, g in [("x", "1"), ("y", "1"), ("z", "1"), ("w", "2")]) + "\n")
