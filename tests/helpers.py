@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,6 +71,27 @@ def run_cli(*args: str | Path | bytes, as_nobody: bool = False, **options) -> su
     user = NOBODY if as_nobody and os.geteuid() == 0 else None
     return subprocess.run(command, cwd=ROOT, timeout=120, user=user,
                           **{"capture_output": "stdout" not in options, **options})
+
+
+_IMPORTS_AFTER = """
+import json, sys
+from app.cli import main
+watched, sys.argv = json.loads(sys.argv[1]), ["askalike", *sys.argv[2:]]
+try:
+    main()
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print(json.dumps([name for name in watched if name in sys.modules]), file=sys.stderr)
+"""
+
+
+def imported_by(modules: Sequence[str], *args: str | Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``askalike ARGS`` in a process of its own (it must succeed), and which of ``modules`` it
+    had imported by its end: what a command loads that it should not."""
+    command = [sys.executable, "-c", _IMPORTS_AFTER, json.dumps(list(modules)), *map(str, args)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return result, json.loads(result.stderr.strip().splitlines()[-1])
 
 
 @contextmanager

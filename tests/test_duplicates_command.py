@@ -7,13 +7,18 @@ import csv
 import io
 import json
 import sqlite3
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
-from helpers import ROOT, assert_one_line_error, collection, index, invoke, own_database, write_jsonl
+from helpers import (
+    assert_one_line_error,
+    collection,
+    imported_by,
+    index,
+    invoke,
+    own_database,
+    write_jsonl,
+)
 from test_cli import assert_documented
 
 from indexer.directory import open_index
@@ -131,25 +136,10 @@ def test_help_shows_the_default_min_match():
     assert f"default: ({DEFAULT_MIN_MATCH:.0%})" in help_text
 
 
-NOTHING_HEAVY = textwrap.dedent("""
-    import json, sys
-    from app.cli import main
-    sys.argv = ["askalike", *sys.argv[1:]]
-    try:
-        main()
-    except SystemExit as exit:
-        assert not exit.code, exit.code
-    print(json.dumps([name for name in ("torch", "onnxruntime", "transformers", "rich.progress")
-                      if name in sys.modules]), file=sys.stderr)
-""")
-
-
 def test_duplicates_load_no_model_and_json_shows_no_progress_bar(duplicated):
-    result = subprocess.run([sys.executable, "-c", NOTHING_HEAVY, "duplicates", "--index", str(duplicated),
-                             "--min-match", EXACT, "--json"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stderr.strip().splitlines()[-1]) == []
+    result, heavy = imported_by(("torch", "onnxruntime", "transformers", "rich.progress"),
+                                "duplicates", "--index", duplicated, "--min-match", EXACT, "--json")
+    assert heavy == []
     assert len(result.stdout.splitlines()) == 3
 
 

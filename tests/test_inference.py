@@ -6,14 +6,11 @@ than the search itself)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, collection, runner, write_jsonl
+from helpers import ROOT, collection, imported_by, runner, write_jsonl
 
 from app.cli import app
 from core import model_dir
@@ -161,21 +158,9 @@ def test_pretrained_peer_is_exported_once_and_cached(tmp_path, monkeypatch):
     assert np.min(np.sum(encoder.encode(TEXTS[:4]) * reference, axis=1)) > 0.98
 
 
-QUERY_WITHOUT_HEAVY_IMPORTS = textwrap.dedent("""
-    import json, sys
-    from app.cli import main
-    sys.argv = ["askalike", *sys.argv[1:]]
-    try:
-        main()
-    except SystemExit as exit:
-        assert not exit.code, exit.code
-    # pydantic: typer from 0.29 validates every option through it; the rest: the write path's
-    heavy = [name for name in ("torch", "transformers", "scipy", "sqlalchemy.orm",
-                               "sqlalchemy.dialects.postgresql", "pydantic", "indexer.build",
-                               "defusedxml", "rich.progress")
-             if name in sys.modules]
-    print(json.dumps({"heavy": heavy}), file=sys.stderr)
-""")
+# pydantic: typer from 0.29 validates every option through it; the rest: the write path's
+HEAVY_FOR_A_QUERY = ("torch", "transformers", "scipy", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql",
+                     "pydantic", "indexer.build", "defusedxml", "rich.progress")
 
 
 @pytest.mark.parametrize("model", ["accurate", "fast"])
@@ -185,10 +170,8 @@ def test_search_and_similar_import_nothing_heavy(tmp_path, model):
     index_sources(tmp_path / "index", [source], str(model_dir), options=IndexOptions(show_progress=False))
     for command in (["search", "visa for my wife", "--index", str(tmp_path / "index"), "--json"],
                     ["similar", "visa renewal", "renewing a visa", "--model", str(model_dir)]):
-        result = subprocess.run([sys.executable, "-c", QUERY_WITHOUT_HEAVY_IMPORTS, *command], cwd=ROOT,
-                                capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stderr.strip().splitlines()[-1]) == {"heavy": []}, command
+        result, heavy = imported_by(HEAVY_FOR_A_QUERY, *command)
+        assert heavy == [], command
         assert result.stdout.strip()
 
 
