@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "match")
 
 
-class OutputFormat(StrEnum):
+class GroupsFormat(StrEnum):
+    """What `duplicates --format` writes (search has its own: `search_commands.ResultsFormat`)."""
+
     table = "table"
     csv = "csv"
     json = "json"
@@ -101,9 +103,9 @@ def duplicates(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Every question of a group at least --min-match alike to its first one: "
                          "no chains (a like b, b like c, a unlike c), smaller and surer groups.")] = False,
-    output_format: Annotated[OutputFormat, typer.Option(
+    output_format: Annotated[GroupsFormat, typer.Option(
         "--format", help="table: one block per group; csv: one row per question; json: one group "
-                         "a line.")] = OutputFormat.table,
+                         "a line.")] = GroupsFormat.table,
     out: Annotated[Path | None, typer.Option(help="Write the groups to this file instead of "
                                                   "stdout.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
@@ -119,7 +121,7 @@ def duplicates(
     from indexer.directory import open_index
     from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
 
-    output_format = OutputFormat.json if as_json else output_format
+    output_format = GroupsFormat.json if as_json else output_format
     with user_errors():
         threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match, zero_allowed=False)
         if out is not None:  # before any work
@@ -129,12 +131,12 @@ def duplicates(
         try:
             find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
                            neighbours=neighbours, strict=strict)
-            groups = find() if output_format is OutputFormat.json else _with_progress_bar(find)
+            groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
         finally:
             index.close()
         summary = _summary(groups, threshold, since)
         if out is not None:
-            write_text_atomically(out, _csv_text(groups) if file_format is OutputFormat.csv
+            write_text_atomically(out, _csv_text(groups) if file_format is GroupsFormat.csv
                                   else _json_text(groups))
             stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
             return
@@ -157,20 +159,20 @@ def _summary(groups: list[DuplicateGroup], threshold: float, since: str | None) 
             f"{sum(len(g.members) for g in groups):,} questions, {condition}")
 
 
-def _file_format(out: Path, output_format: OutputFormat) -> OutputFormat:
+def _file_format(out: Path, output_format: GroupsFormat) -> GroupsFormat:
     """What --out is written as: --format csv or json, or for the table the file's suffix says."""
-    if output_format is not OutputFormat.table:
+    if output_format is not GroupsFormat.table:
         return output_format
-    by_suffix = {".csv": OutputFormat.csv, ".json": OutputFormat.json, ".jsonl": OutputFormat.json}
+    by_suffix = {".csv": GroupsFormat.csv, ".json": GroupsFormat.json, ".jsonl": GroupsFormat.json}
     if out.suffix.lower() not in by_suffix:
         raise OutputFormatError(f"--out {out}: give --format csv or json (or a .csv or .json file)")
     return by_suffix[out.suffix.lower()]
 
 
-def _print_groups(groups: list[DuplicateGroup], output_format: OutputFormat, summary: str) -> None:
-    if output_format is OutputFormat.csv:
+def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, summary: str) -> None:
+    if output_format is GroupsFormat.csv:
         typer.echo(_csv_text(groups), nl=False)
-    elif output_format is OutputFormat.json:
+    elif output_format is GroupsFormat.json:
         typer.echo(_json_text(groups), nl=False)
     else:
         from rich.console import Console

@@ -74,7 +74,7 @@ def _queries(query: str | None) -> list[str]:
         return [line.strip() for _, line in decoded_lines("stdin", sys.stdin.buffer) if line.strip()]
 
 
-class OutputFormat(StrEnum):
+class ResultsFormat(StrEnum):
     table = "table"
     json = "json"  # one line per search: retrieval.results.search_payload
     csv = "csv"
@@ -146,14 +146,14 @@ def _write_rows(answers: list[Answered], fields: tuple[str, ...], delimiter: str
                              *(result_value(result, field) for field in fields)])
 
 
-def _print_answers(answers: list[Answered], output: OutputFormat, fields: tuple[str, ...],
+def _print_answers(answers: list[Answered], output: ResultsFormat, fields: tuple[str, ...],
                    filtered: bool, min_match: float) -> None:
-    if output == OutputFormat.json:
+    if output == ResultsFormat.json:
         for answered in answers:
             typer.echo(json_line(answered.payload))
         return
-    if output in (OutputFormat.csv, OutputFormat.tsv):
-        _write_rows(answers, fields, "," if output == OutputFormat.csv else "\t")
+    if output in (ResultsFormat.csv, ResultsFormat.tsv):
+        _write_rows(answers, fields, "," if output == ResultsFormat.csv else "\t")
         return
     from rich.console import Console
 
@@ -185,9 +185,9 @@ def search(
         "--fields", help="Columns of the table, CSV and TSV, comma-separated, from: "
                          f"{', '.join(RESULT_FIELDS)}.",
         show_default=",".join(DEFAULT_FIELDS))] = None,
-    output: Annotated[OutputFormat, typer.Option(
+    output: Annotated[ResultsFormat, typer.Option(
         "--format", help="table; json (one line per query, as --json); csv or tsv (a row per hit).")]
-        = OutputFormat.table,
+        = ResultsFormat.table,
     source: Annotated[list[str] | None, typer.Option(help="Only this source (path or file "
                                                           "name); repeatable. With --like, also "
                                                           "where its id is looked up.")] = None,
@@ -239,7 +239,7 @@ def search(
                 hits = shown.of(searcher, found)
                 answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
                                         len(found), hits))
-    _print_answers(answers, OutputFormat.json if as_json else output, columns, bool(filters),
+    _print_answers(answers, ResultsFormat.json if as_json else output, columns, bool(filters),
                    shown.min_match)
 
 

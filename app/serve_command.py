@@ -38,6 +38,11 @@ def serve(
     max_batch: Annotated[int, typer.Option(min=1, help="Most queries or questions a request.")] = 100,
 ) -> None:
     """Serve searches and writes over HTTP: the search page at /, the API's docs at /docs."""
+    # each search on one thread (the requests run side by side): OpenMP (FAISS) and BLAS read
+    # these when they load, here or in a worker process, and a thread's own setting would not
+    # reach the threads that answer requests
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
     import uvicorn
 
     from app.server.settings import SETTINGS_ENV_VAR, Limits, ServerSettings

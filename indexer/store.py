@@ -457,7 +457,8 @@ class Store(Database):
         live: set[int] = set()
         with self.reading() as connection:
             for part in _batches(ids):
-                live.update(connection.execute(select(_QUESTIONS.c.id).where(_QUESTIONS.c.id.in_(part))).scalars())
+                live.update(connection.execute(select(_QUESTIONS.c.id).where(_QUESTIONS.c.id.in_(part)))
+                            .scalars().all())
         return live
 
     def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),

@@ -22,10 +22,10 @@ def first_near_duplicate(vectors: np.ndarray, threshold: float = NEAR_DUPLICATE_
 def mark_near_duplicates(searcher: Searcher, results: list[SearchResult],
                          threshold: float = NEAR_DUPLICATE_COSINE) -> list[SearchResult]:
     """``results`` with ``duplicate_of`` set to the rank of the hit each nearly duplicates. The
-    vectors are the stored ones, so no text is embedded again."""
+    vectors are the indexed ones, so no text is embedded again."""
     if len(results) < 2:
         return results
-    stored = searcher.index.store.vectors_of([r.row_id for r in results], searcher.index.manifest.encoder.dim)
+    stored = searcher.vectors(result.row_id for result in results)
     vectors = np.stack([stored[result.row_id] for result in results])
     return [replace(result, duplicate_of=None if j is None else results[j].rank)
             for result, j in zip(results, first_near_duplicate(vectors, threshold), strict=True)]

@@ -60,6 +60,10 @@ class _ReadWriteLock:
                 self._readers -= 1
                 self._condition.notify_all()
 
+    def open_to_readers(self) -> bool:
+        """Whether a reader would get in at once (a glance, not a promise)."""
+        return not self._writing and not self._writers_waiting
+
     @contextmanager
     def writing(self) -> Iterator[None]:
         with self._condition:
@@ -114,6 +118,11 @@ class LiveSearcher:
                 self._retire(old)
         finally:
             self._reloading.release()
+
+    def ready_now(self) -> bool:
+        """Whether a search would start at once on the state already open: no new commit to
+        open, no ``exclusive`` write under way (a glance: one may begin just after)."""
+        return manifest_state(self.index_dir) == self._state and self._states.open_to_readers()
 
     def _retire(self, searcher: Searcher) -> None:
         """Close ``searcher`` now if no search uses it, else when its last search ends."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -33,12 +33,14 @@ from core.model_dir import (
     weights_fingerprint,
 )
 from core.similarity import require_text
+from core.sorted_ids import find_sorted
 from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.manifest import load_lexical
 from indexer.store import StoredQuestion, source_named
 from indexer.tuning import SEARCH_PARAMETERS, query_settings
 from indexer.vector_index import (
     GPU_MAX_K,
+    HeldVectors,
     configure_search,
     cosine_error,
     gpu_copy,
@@ -53,6 +55,13 @@ if TYPE_CHECKING:
 Hit = tuple[int, float]  # a question's row id and its cosine to the query
 EXCERPT_CHARS = 240
 CANDIDATE_POOL = 100  # candidates from each side of a hybrid search before fusion
+
+
+class _DeletedSinceOpen(Exception):
+    """A hit was deleted after this state's stored ids were remembered (``Searcher._fetch``)."""
+
+
+_Found = TypeVar("_Found")
 
 
 class SearchError(UserError):
@@ -191,10 +200,18 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
 class Searcher:
     """An open index plus its encoder, loaded once per process; the BM25 file is read on the
     first lexical or hybrid search. ``default_mode`` follows the model's tuned hybrid weight
-    (``askalike eval card --write``; see ``fusion.default_mode``) when the index has a BM25 file."""
+    (``askalike eval card --write``; see ``fusion.default_mode``) when the index has a BM25 file.
+    ``threads`` caps the encoder's threads (None: ONNX Runtime's choice).
+
+    Searches skip the indexed questions that are no longer stored (a run interrupted between its
+    database commit and its index files, or a delete since this state was opened). With
+    ``remember_stored`` (a long-running process: ``askalike serve``) the ids stored at opening are
+    read once and checked in memory; a row found deleted when the hits are fetched turns that
+    off and the search runs again, checking the store, as every search does without it."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
-                 encoder: Encoder | None = None, tuning: SearchTuning | None = None) -> None:
+                 encoder: Encoder | None = None, tuning: SearchTuning | None = None,
+                 threads: int | None = None, remember_stored: bool = False) -> None:
         self.index: OpenIndex = open_index(index_dir, database)
         manifest = self.index.manifest
         identity = manifest.encoder
@@ -211,13 +228,15 @@ class Searcher:
                                  "restore the weights the index was built with, or build a new "
                                  "index with this model (`askalike index SOURCES --model MODEL "
                                  "--index NEWDIR`)", SearchError)
-            self.encoder = encoder or load_encoder(spec)
+            self.encoder = encoder or load_encoder(spec, threads)
             tuned = hybrid_dense_weight(spec)
         except BaseException:
             self.index.close()
             raise
         self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
         self.default_mode = default_mode(tuned) if self.index.manifest.lexical_file else SearchMode.dense
+        self._stored_at_open = (np.fromiter(self.index.store.ids(), dtype=np.int64) if remember_stored
+                                else None)
 
     @cached_property
     def gpu_faiss(self) -> faiss.Index | None:
@@ -257,10 +276,10 @@ class Searcher:
         mode = mode or self.default_mode
         vectors = self.encoder.encode(list(queries))
         if mode == SearchMode.dense:
-            return self._search_vectors(vectors, k, filters, exclude=None)
+            return self._checked(lambda: self._search_vectors(vectors, k, filters, exclude=None))
         allowed = self._allowed(filters, exclude=None)
-        return [self._search_words(query, vector, k, allowed, mode)
-                for query, vector in zip(queries, vectors, strict=True)]
+        return self._checked(lambda: [self._search_words(query, vector, k, allowed, mode)
+                                      for query, vector in zip(queries, vectors, strict=True)])
 
     def more_like(self, question_id: int, k: int = 10,
                   filters: SearchFilters | None = None) -> list[SearchResult]:
@@ -271,7 +290,8 @@ class Searcher:
         if int(question_id) not in stored:
             raise SearchError(f"question {question_id} is not in the index")
         vector = stored[int(question_id)]
-        return self._search_vectors(vector[None, :], k, filters, exclude=int(question_id))[0]
+        return self._checked(lambda: self._search_vectors(vector[None, :], k, filters,
+                                                          exclude=int(question_id))[0])
 
     def question(self, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
         """The stored question with the user's id (``find_question``)."""
@@ -290,17 +310,19 @@ class Searcher:
         return allowed if exclude is None else allowed[allowed != exclude]
 
     def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,
-                    exclude: int | None) -> list[list[Hit]]:
+                    exclude: int | None, recall_for: int | None = None) -> list[list[Hit]]:
         """Per query, up to k live (id, cosine) pairs, best first:
         the best k of the questions that pass (``allowed``; None: all), with at least
         min(k, those that pass) of them. An approximate search that comes back with fewer (its
-        candidates ran out before enough passed) is answered again by the exact scan."""
+        candidates ran out before enough passed) is answered again by the exact scan.
+        ``recall_for``: an approximate index is set for the recall of the best that many (None:
+        k), as a hybrid search reads a deep candidate list whose head decides the order."""
         if allowed is not None and not len(allowed):
             return [[] for _ in vectors]
-        hits = self._faiss_hits(vectors, k, allowed, exclude, approximate=True)
+        hits = self._faiss_hits(vectors, k, allowed, exclude, approximate=True, recall_for=recall_for)
         passing = self.count - (exclude is not None) if allowed is None else len(allowed)
         short = [row for row, row_hits in enumerate(hits) if len(row_hits) < min(k, passing)]
-        if short and self._settings(k, allowed) is not None:
+        if short and self._settings(k if recall_for is None else min(k, recall_for), allowed) is not None:
             again = self._faiss_hits(vectors[short], k, allowed, exclude, approximate=False)
             for row, row_hits in zip(short, again, strict=True):
                 hits[row] = row_hits
@@ -312,9 +334,10 @@ class Searcher:
                               self.count if allowed is None else len(allowed), wanted)
 
     def _faiss_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None, exclude: int | None,
-                    approximate: bool) -> list[list[Hit]]:
+                    approximate: bool, recall_for: int | None = None) -> list[list[Hit]]:
         """Up to k live (id, cosine) pairs per query from FAISS (the search ``query_settings``
-        chooses, or the exact scan). Ids deleted but still indexed
+        chooses, for the recall of the best ``recall_for`` when given, or the exact scan). Ids
+        deleted but still indexed
         (a run was interrupted after its commit) are skipped: FAISS is asked for more until each
         query has k live hits or no more come. Where FAISS's cosines are not exact (ivfpq's fp16
         copies), hits are re-scored from the stored vectors, and FAISS is asked for more until
@@ -322,9 +345,10 @@ class Searcher:
         error = cosine_error(self.index.faiss)
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
         while True:
-            settings = self._settings(wanted, allowed) if approximate else None
+            settings = (self._settings(wanted if recall_for is None else min(wanted, recall_for), allowed)
+                        if approximate else None)
             cosines, ids = self._faiss_search(vectors, wanted, allowed, settings)
-            stored = self.index.store.live_ids(sorted({int(i) for i in ids.ravel() if i >= 0}))
+            stored = self._live_ids(sorted({int(i) for i in ids.ravel() if i >= 0}))
             live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
                      if i >= 0 and int(i) != exclude and int(i) in stored]
                     for row_cosines, row_ids in zip(cosines, ids, strict=True)]
@@ -358,7 +382,7 @@ class Searcher:
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:
         live = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
-        found = self.index.store.fetch(sorted({i for hits in live for i, _ in hits}))
+        found = self._fetch(sorted({i for hits in live for i, _ in hits}))
         return [_results([(i, c, c) for i, c in hits if i in found], found) for hits in live]
 
     def _search_words(self, query: str, vector: np.ndarray, k: int, allowed: np.ndarray | None,
@@ -375,14 +399,19 @@ class Searcher:
         score among the questions seen is at least what one missing from both could reach (the
         score of the lists' last cosine and last BM25 score), so ``-k 10`` returns the first
         10 of ``-k 1000``. Over an approximate index the dense list is itself approximate: a
-        deeper one may find a question that a shallower one missed."""
+        deeper one may find a question that a shallower one missed. It is searched with the
+        settings for the k asked, not for its depth: the head of each list decides the top, and
+        at 100,000 questions the settings for 100 candidates took half the search's time and
+        changed 0.2% of its top 10 (``bench/serve.py``)."""
         hybrid, depth, score = mode == SearchMode.hybrid, CANDIDATE_POOL, None
         full = 1.0 if hybrid else self.lexical.full_match(query)  # what the match is a share of
+        lexical_scores = self.lexical.scores(query)
         while True:
-            words = self.lexical.top(query, depth, allowed)
-            meaning = self._dense_hits(vector[None, :], depth, allowed, exclude=None)[0] if hybrid else []
+            words = self.lexical.top_of(lexical_scores, depth, allowed)
+            meaning = (self._dense_hits(vector[None, :], depth, allowed, exclude=None, recall_for=k)[0]
+                       if hybrid else [])
             cosines = self._cosines(vector, {i for i, _ in words} | {i for i, _ in meaning})
-            bm25 = self.lexical.scores_of(query, list(cosines))
+            bm25 = self.lexical.scores_at(lexical_scores, list(cosines))
             if score is None:  # the first round's candidates are the pool that fixes the bounds
                 score = (fused_score(list(cosines.values()), list(bm25.values()), self.dense_weight)
                          if hybrid else lambda _, bm25_score: bm25_score)
@@ -391,7 +420,7 @@ class Searcher:
             seen_all = len(meaning) < depth if hybrid else len(words) < depth
             unseen = score(meaning[-1][1] if meaning else -1.0, words[-1][1] if len(words) == depth else 0.0)
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
-                found = self.index.store.fetch(ranked[:k])  # only the rows shown are read whole
+                found = self._fetch(ranked[:k])  # only the rows shown are read whole
                 return _results([(i, cosines[i], scores[i]) for i in ranked[:k] if i in found], found,
                                 lambda score: clipped(score / full))
             depth = max(2 * depth, k)
@@ -400,9 +429,49 @@ class Searcher:
         """The cosine of ``vector`` and each question's stored (exact) vector."""
         return {i: float(stored @ vector) for i, stored in self._stored_vectors(ids).items()}
 
+    @cached_property
+    def _held_vectors(self) -> HeldVectors | None:
+        return HeldVectors.of(self.index.faiss)
+
+    def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The exact vectors of the indexed questions ``ids`` (whether or not still stored): the
+        FAISS index's own where it holds them in float32, else the store's."""
+        ids = sorted(ids)
+        held = {} if self._held_vectors is None else self._held_vectors.get(ids)
+        missing = [i for i in ids if i not in held]
+        return held | (self.index.store.vectors_of(missing, self.index.manifest.encoder.dim)
+                       if missing else {})
+
     def _stored_vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
-        """The stored (exact) vectors of the questions still stored among ``ids``."""
-        return self.index.store.vectors_of(sorted(ids), self.index.manifest.encoder.dim)
+        """The exact vectors of the questions still stored among ``ids``."""
+        ids = sorted(ids)
+        if self._held_vectors is None:  # the store's rows say both
+            return self.index.store.vectors_of(ids, self.index.manifest.encoder.dim)
+        return self.vectors(self._live_ids(ids))
+
+    def _live_ids(self, ids: Sequence[int]) -> set[int]:
+        """Those of ``ids`` still stored (by the ids remembered at opening, if any)."""
+        if self._stored_at_open is None or not len(ids):
+            return self.index.store.live_ids(ids)
+        wanted, stored, _ = find_sorted(self._stored_at_open, ids)
+        return set(wanted[stored].tolist())
+
+    def _fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
+        """The stored rows of the hits ``ids``. One missing while the ids stored at opening are
+        what ``_live_ids`` checks means a delete since: ``_DeletedSinceOpen``, and from then on
+        the store is asked."""
+        found = self.index.store.fetch(ids)
+        if len(found) < len(ids) and self._stored_at_open is not None:
+            self._stored_at_open = None
+            raise _DeletedSinceOpen
+        return found
+
+    def _checked(self, search: Callable[[], _Found]) -> _Found:
+        """``search``'s result, run again if it met a question deleted since this state opened."""
+        try:
+            return search()
+        except _DeletedSinceOpen:
+            return search()
 
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion],

@@ -57,6 +57,26 @@ def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):
     np.testing.assert_allclose(LexicalIndex.read(path).scores("visa cheap"), updated.scores("visa cheap"))
 
 
+def test_appending_new_ids_gives_the_arrays_of_a_fresh_build():
+    """Ids above every indexed one are merged into the postings without sorting them again
+    (``_appended``): the result must be the index a build of everything makes, array for array,
+    new terms included and ids given out of order."""
+    first = {k: v for k, v in DOCS.items() if k < 12}
+    later = [(31, "visa zolfaghari pizza"), (20, "brand new words here and visa")]
+    appended = LexicalIndex.build(first.items()).updated(later, ())
+    fresh = LexicalIndex.build(sorted([*first.items(), *later]))
+    assert set(appended.terms) == set(fresh.terms)
+    for query in ("visa", "zolfaghari pizza", "brand new", "cheap"):
+        np.testing.assert_array_equal(appended.scores(query), fresh.scores(query))
+    assert appended.doc_ids.tolist() == fresh.doc_ids.tolist() == sorted([*first, 20, 31])
+    np.testing.assert_array_equal(appended.doc_lengths, fresh.doc_lengths)
+    for term in fresh.terms:  # each term's postings: the same questions, in id order
+        old, new = fresh.term_ids[term], appended.term_ids[term]
+        assert (appended.posting_docs[appended.offsets[new]:appended.offsets[new + 1]].tolist()
+                == fresh.posting_docs[fresh.offsets[old]:fresh.offsets[old + 1]].tolist())
+    assert LexicalIndex.empty().updated(later, ()).doc_ids.tolist() == [20, 31]
+
+
 def test_scores_of_chosen_ids_and_zero_for_unknown_ones():
     index = LexicalIndex.build(DOCS.items())
     scores = dict(zip(index.doc_ids.tolist(), index.scores("visa doha").tolist(), strict=True))

@@ -33,9 +33,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("askalike.serve")
 PAGE = "page.html"
+# the encoder's threads in one search: requests run side by side, and threads that each search
+# spread over the cores would only compete with the others (``askalike serve`` sets OpenMP's and
+# BLAS's to one as well)
+SEARCH_THREADS = 1
 
 
-class _Loaded:
+class ServedIndex:
     """The index as this process serves it: loaded in the background at start-up, so that
     ``/health`` answers at once and ``/ready`` says when searches can be answered."""
 
@@ -53,7 +57,8 @@ class _Loaded:
             index_dir, settings = Path(self.settings.index_dir), self.settings
 
             def open_searcher(encoder: Any) -> Searcher:
-                searcher = Searcher(index_dir, settings.database, settings.model, encoder=encoder)
+                searcher = Searcher(index_dir, settings.database, settings.model, encoder=encoder,
+                                    threads=SEARCH_THREADS, remember_stored=True)
                 if searcher.index.manifest.lexical_file:  # read now, not by the first search
                     _ = searcher.lexical
                 return searcher
@@ -110,7 +115,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     """The application for ``settings``; the index loads in the background once it starts."""
     from app.server import routes
 
-    loaded = _Loaded(settings)
+    loaded = ServedIndex(settings)
     keys = KeyChecker(api_keys(settings))
 
     @asynccontextmanager
@@ -128,8 +133,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
     _install_error_handlers(api)
     bearer = HTTPBearer(auto_error=False, description="an API key of the server")
 
-    def key_checked(required: bool) -> Any:
-        def check(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    def key_checked(required: bool) -> Any:  # async: a sync check would cost a thread hand-off
+        async def check(credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                               Depends(bearer)]) -> None:
             if not required:
                 return
             if not keys:

@@ -1,18 +1,22 @@
 """The endpoints of ``askalike serve``, thin over the library: searches (``retrieval.results``
 builds the same JSON as ``search --json``), the questions (``indexer.upsert``), the state.
-Sync endpoints: FastAPI runs each in its thread pool, so searches run side by side.
+Sync endpoints: FastAPI runs each in its thread pool, so they run side by side. The two search
+endpoints are async and answer in the event loop's own thread when the search can start at once
+(``_answered``): handing a search to a thread cost more than the search itself.
 
 No ``from __future__ import annotations`` here: FastAPI reads the annotations of endpoints
 defined in ``install``, whose limits are its own local types."""
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import Body, FastAPI, Query
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from app.server.security import public_message
@@ -23,9 +27,12 @@ from retrieval.duplicates import NEAR_DUPLICATE_COSINE
 from retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
-    from app.server.api import _Loaded
+    from app.server.api import ServedIndex
     from indexer.store import StoredQuestion
+    from retrieval.live import LiveSearcher
     from retrieval.searcher import Searcher, SearchFilters
+
+_Answer = TypeVar("_Answer")
 
 Source = Annotated[list[str] | None, Query(description="only this source (file name or path); repeatable")]
 Category = Annotated[list[str] | None, Query(description="only this category (any case); repeatable")]
@@ -57,6 +64,17 @@ def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "Search
                                       strict=True)]
 
 
+async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer]) -> _Answer:
+    """``search`` on the current state: at once in the event loop's thread when it can start at
+    once (a search of 100,000 questions takes about 2 ms of CPU; the requests of one process take
+    turns at the interpreter either way), else in the thread pool, so that opening a new commit's
+    files or waiting for a write never holds up the process's other requests."""
+    def run() -> _Answer:
+        with live.searching() as searcher:
+            return search(searcher)
+    return run() if live.ready_now() else await run_in_threadpool(run)
+
+
 def _named(source: str | None) -> tuple[str, ...]:
     """A request's ``source`` as the sources ``Searcher.question`` looks in (none: all)."""
     return () if source is None else (source,)
@@ -67,7 +85,7 @@ def _question_json(question: "StoredQuestion") -> dict[str, Any]:
             "body": question.body, "metadata": question.metadata}
 
 
-def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer: Any) -> None:
+def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> None:
     """Add the endpoints to ``api``; ``reader`` and ``writer`` are the key checks of reads and
     writes (FastAPI dependencies)."""
     Text = Annotated[str, Query(min_length=1, max_length=limits.query_chars)]
@@ -112,23 +130,23 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
         return _public(index_info(live.index_dir, loaded.settings.database))
 
     @api.get("/search", tags=["search"], dependencies=[reader])
-    def search(q: Text, k: K = 10, mode: SearchMode | None = None, source: Source = None,
+    async def search(q: Text, k: K = 10, mode: SearchMode | None = None, source: Source = None,
                category: Category = None, since: Since = None, until: Until = None,
                date_format: DateOrder | None = None, min_match: MinMatch = 0.0,
                collapse: Collapse = False) -> dict[str, Any]:
         """The questions most alike ``q``: the object `askalike search --json` prints."""
         filters = _filters(source, category, since, until, date_format)
-        with loaded.require().searching() as searcher:
-            return _searched(searcher, [q], k, filters, mode, min_match, collapse)[0]
+        return await _answered(loaded.require(), lambda searcher: _searched(
+            searcher, [q], k, filters, mode, min_match, collapse)[0])
 
     @api.post("/search", tags=["search"], dependencies=[reader])
-    def search_many(request: BatchSearch) -> dict[str, Any]:
+    async def search_many(request: BatchSearch) -> dict[str, Any]:
         """Several queries at once: ``{"searches": [...]}``, one `search --json` object each."""
         filters = _filters(request.source, request.category, request.since, request.until,
                            request.date_format)
-        with loaded.require().searching() as searcher:
-            return {"searches": _searched(searcher, request.queries, request.k, filters, request.mode,
-                                          request.min_match, request.collapse)}
+        return await _answered(loaded.require(), lambda searcher: {"searches": _searched(
+            searcher, request.queries, request.k, filters, request.mode, request.min_match,
+            request.collapse)})
 
     @api.get("/duplicates", tags=["search"], dependencies=[reader])
     def duplicates(id: Annotated[str | None, Query(description="a stored question's id")] = None,
@@ -205,7 +223,7 @@ def install(api: FastAPI, loaded: "_Loaded", limits: Limits, reader: Any, writer
         return {"deleted": deleted}
 
 
-def _write(loaded: "_Loaded", limits: Limits, records: list[Any], source: str) -> dict[str, Any]:
+def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str) -> dict[str, Any]:
     """Validate, embed and commit ``records`` (all or none), then serve the new state."""
     from indexer.upsert import upsert_questions, validated_questions
 

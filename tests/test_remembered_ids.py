@@ -1,0 +1,37 @@
+"""A searcher that remembers the ids stored when it opened (what `askalike serve` opens, so that
+searches check their candidates in memory) answers as one that asks the database: a question
+deleted after it opened is never shown, and a search still returns k hits."""
+
+from __future__ import annotations
+
+import pytest
+
+from indexer.upsert import delete_question
+from retrieval.fusion import SearchMode
+from retrieval.searcher import Searcher
+
+QUERY = "how do i renew my visa in doha"
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_a_question_deleted_after_opening_is_not_shown(built, mode):
+    index_dir, _ = built
+    with Searcher(index_dir, remember_stored=True) as remembering:
+        gone = remembering.search(QUERY, 5, mode=mode)[0]
+        # the delete commits and writes new files; this searcher keeps the state it opened
+        assert delete_question(index_dir, gone.external_id) == 1
+        after = remembering.search(QUERY, 5, mode=mode)
+        with Searcher(index_dir) as asking:
+            expected = asking.search(QUERY, 5, mode=mode)
+    assert gone.row_id not in [hit.row_id for hit in after] and len(after) == 5
+    assert [hit.row_id for hit in after] == [hit.row_id for hit in expected]
+
+
+def test_more_like_skips_a_question_deleted_after_opening(built):
+    index_dir, _ = built
+    with Searcher(index_dir, remember_stored=True) as remembering:
+        question = remembering.question("q0")
+        gone = remembering.more_like(question.id, 5)[0]
+        assert delete_question(index_dir, gone.external_id) == 1
+        after = remembering.more_like(question.id, 5)
+    assert gone.row_id not in [hit.row_id for hit in after] and len(after) == 5
