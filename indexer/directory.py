@@ -95,7 +95,7 @@ def open_index(index_dir: Path, database: str | None = None) -> OpenIndex:
     for attempt in range(2):
         manifest = _require_manifest(index_dir)
         try:
-            index = load_faiss(index_dir, manifest)
+            index = load_faiss(index_dir, manifest, mapped=True)
             break
         except IndexDirectoryError:
             if attempt or read_manifest(index_dir) == manifest:

@@ -110,11 +110,12 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     return path
 
 
-def load_faiss(index_dir: Path, manifest: Manifest) -> faiss.Index:
-    """The FAISS file the manifest names, verified."""
+def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> faiss.Index:
+    """The FAISS file the manifest names, verified; ``mapped`` for searching only
+    (``vector_index.read_index``)."""
     path = _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
     try:
-        index = read_index(path)
+        index = read_index(path, mapped)
         configure_search(index, manifest.parameters)
     except (RuntimeError, KeyError, TypeError) as err:
         raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
