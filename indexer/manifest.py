@@ -110,10 +110,16 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     return path
 
 
+def verified_faiss_file(index_dir: Path, manifest: Manifest) -> Path:
+    """The FAISS file the manifest names, once its size and checksum match (else
+    IndexDirectoryError)."""
+    return _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+
+
 def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> faiss.Index:
     """The FAISS file the manifest names, verified; ``mapped`` for searching only
     (``vector_index.read_index``)."""
-    path = _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+    path = verified_faiss_file(index_dir, manifest)
     try:
         index = read_index(path, mapped)
         configure_search(index, manifest.parameters)

@@ -62,3 +62,34 @@ def test_a_damaged_faiss_file_is_rebuilt_instead_of_extended(tmp_path):
         manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert rebuilt
         _assert_matches_store(tmp_path, manifest, store)
+
+
+def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_path, monkeypatch):
+    """A server writes again and again: the index it wrote last is extended in memory (its file's
+    checksum still verified), and the file written is the one a read of the old file would give."""
+    with Store(default_database_url(tmp_path)) as store:
+        _add(store, 0, 10)
+        manifest, _ = _synced(tmp_path, store, None)
+        _add(store, 10, 5)
+        with monkeypatch.context() as patched:
+            patched.setattr("indexer.sync.load_faiss", _refuse)
+            manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
+        assert not rebuilt
+        _assert_matches_store(tmp_path, manifest, store)
+        # another writer's manifest (a CLI run) names a file this process did not write: read
+        other = tmp_path / "other"
+        with Store(default_database_url(other)) as other_store:
+            _add(other_store, 0, 3)
+            _synced(other, other_store, None)
+        _add(store, 15, 2)
+        with monkeypatch.context() as patched:
+            patched.setattr("indexer.sync.load_faiss", _refuse)
+            manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
+        assert rebuilt  # the kept index was the other directory's: this file was read, and refused
+        _assert_matches_store(tmp_path, manifest, store)
+
+
+def _refuse(*_: object) -> None:
+    from indexer.layout import IndexDirectoryError
+
+    raise IndexDirectoryError("read")
