@@ -280,7 +280,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--writes", type=int, default=5000, help="questions the writer adds per level")
     parser.add_argument("--write-batch", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="server processes (askalike and the peer alike); default one a core")
     parser.add_argument("--index-type", default="hnsw")
     parser.add_argument("--models", nargs="+", default=["models/fast", "models/accurate"])
     parser.add_argument("--peer-python", help="the interpreter of a virtual environment with txtai[api]")

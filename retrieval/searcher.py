@@ -451,9 +451,10 @@ class Searcher:
 
     def _live_ids(self, ids: Sequence[int]) -> set[int]:
         """Those of ``ids`` still stored (by the ids remembered at opening, if any)."""
-        if self._stored_at_open is None or not len(ids):
+        remembered = self._stored_at_open  # once: another search may turn it off meanwhile
+        if remembered is None or not len(ids):
             return self.index.store.live_ids(ids)
-        wanted, stored, _ = find_sorted(self._stored_at_open, ids)
+        wanted, stored, _ = find_sorted(remembered, ids)
         return set(wanted[stored].tolist())
 
     def _fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
