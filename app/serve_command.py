@@ -23,7 +23,8 @@ def serve(
                                            "network (put it behind TLS).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes; each loads the index and "
-                                                     "follows its commits.")] = 1,
+                                                     "follows its commits. One a core answers the "
+                                                     "most searches.")] = 1,
     api_keys: Annotated[Path | None, typer.Option(
         "--api-keys", help="File of API keys, one a line; $ASKALIKE_API_KEYS adds more. Writes "
                            "need one (Authorization: Bearer KEY); without any, writes are off.")] = None,
