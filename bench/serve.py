@@ -160,16 +160,18 @@ def run_level(url: str, request: Request, queries: list[str], clients: int, seco
                     level.errors += 1
         connection.close()
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
-    if writer is not None:
-        level.written, level.failed_writes = writer()
-    time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
-    stop.set()
-    for thread in threads:
-        thread.join()
+    try:  # the clients stop however the writer ends (a writer that raised once left them running)
+        if writer is not None:
+            level.written, level.failed_writes = writer()
+        time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
     level.seconds = time.perf_counter() - started
     return level
 
