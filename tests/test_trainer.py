@@ -443,3 +443,24 @@ def test_average_seeds_must_be_distinct_integers():
     for seeds in ([1, 1], [1, "2"], [True]):
         with pytest.raises(ConfigError, match="average_seeds"):
             small_config("dan", average_seeds=seeds)
+
+
+def test_a_sample_without_the_training_pairs_draws_only_general_sentences(data_dir, dialog_data):
+    """distill_training_pairs = false (distilling a pretrained base back in): the sample's first
+    group is the NLI and STS Benchmark train sentences, none of the training pairs' texts."""
+    from core.datasets import NliPair
+    from train.task_inputs import distillation_pool
+
+    nli = [NliPair("entailment", "A dog runs in a park.", "An animal is outside.")]
+    data = TrainingData(dialog_data.pairs[:50], [], nli)
+    settings = small_settings("dan", steps=1, distill_ratio=0.5)
+    settings["data"] |= {"distill_teacher": "pretrained:all-MiniLM-L6-v2", "distill_sentences": 100}
+    pair_texts = {text for pair in data.pairs for text in pair}
+    kept = distillation_pool(data, data_dir, parse_config(settings))[0]
+    assert pair_texts <= set(kept)
+    settings["data"]["distill_training_pairs"] = False
+    general = distillation_pool(data, data_dir, parse_config(settings))[0]
+    assert not pair_texts & set(general)
+    assert {"A dog runs in a park.", "An animal is outside."} <= set(general)
+    stsb = {pair.sentence1 for pair in read_sts_benchmark(stsb_path(data_dir, "train"))}
+    assert stsb <= set(general)

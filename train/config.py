@@ -66,6 +66,10 @@ class DataConfig:
     # the sample's in-domain texts appear this many times among the distillation items (1: once
     # like the others), so that a larger general pool does not dilute them
     distill_in_domain_copies: int = 1
+    # false: the training pairs' texts (forum and conversation pairs) stay out of the sample, whose
+    # first group is then the NLI and STS Benchmark train sentences only, e.g. to distill a
+    # pretrained base back into its own fine-tuning on general sentences (keeps it general)
+    distill_training_pairs: bool = True
     # instead of drawing a sample: the texts and cached teacher vectors of an earlier run's
     # teacher pass (RUN_DIR/teacher), e.g. a fine-tuning stage keeping its distillation term
     distill_texts_from: str = ""

@@ -52,8 +52,9 @@ class TaskInputs:
 
 
 def distillation_pool(data: TrainingData, data_dir: Path, config: TrainConfig) -> list[list[str]]:
-    """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
-    in_domain = [text for pair in data.pairs for text in pair]
+    """The in-domain texts (training pairs unless left out, NLI, STS Benchmark train), then the
+    general pool."""
+    in_domain = [text for pair in data.pairs for text in pair] if config.data.distill_training_pairs else []
     in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
     in_domain += [text for pair in read_sts_benchmark(stsb_path(data_dir, "train"))
                   for text in (pair.sentence1, pair.sentence2)]
