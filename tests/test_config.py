@@ -30,6 +30,7 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"name": "x", "model": {"kind": "rnn"}}, "unknown model kind"),
     ({"name": "x", "training": {"stepz": 3}}, "unknown keys"),
     ({"name": "x", "data": {"distill_conversations": ["redit"]}}, "unknown conversation files"),
+    ({"name": "x", "data": {"distill_in_domain": ["pair"]}}, "distill_in_domain: unknown"),
     ({"name": "x", "model": {"teacher_init": True}}, "teacher_init needs"),
     ({"name": "x", "data": {"labelled_cqa_copies": 1, "cqa_hard_negatives_from": "n.tsv"}},
      "goes with cqa_hard_negatives = true"),

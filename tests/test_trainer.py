@@ -443,3 +443,27 @@ def test_average_seeds_must_be_distinct_integers():
     for seeds in ([1, 1], [1, "2"], [True]):
         with pytest.raises(ConfigError, match="average_seeds"):
             small_config("dan", average_seeds=seeds)
+
+
+def test_a_sample_of_chosen_in_domain_texts_leaves_the_others_out(data_dir, dialog_data):
+    """distill_in_domain (e.g. distilling a pretrained base back in on general sentences): the
+    sample's first group holds the named sources only; none gives the general pool alone."""
+    from core.datasets import NliPair
+    from train.task_inputs import distillation_pool
+
+    nli = [NliPair("entailment", "A dog runs in a park.", "An animal is outside.")]
+    data = TrainingData(dialog_data.pairs[:50], [], nli)
+    settings = small_settings("dan", steps=1, distill_ratio=0.5)
+    settings["data"] |= {"distill_teacher": "pretrained:all-MiniLM-L6-v2", "distill_sentences": 100,
+                         "distill_conversations": ["dailydialog"]}
+    pair_texts = {text for pair in data.pairs for text in pair}
+    stsb = {pair.sentence1 for pair in read_sts_benchmark(stsb_path(data_dir, "train"))}
+    every = distillation_pool(data, data_dir, parse_config(settings))
+    assert pair_texts | stsb | {"A dog runs in a park."} <= set(every[0])
+    settings["data"]["distill_in_domain"] = ["nli", "stsb"]
+    general = distillation_pool(data, data_dir, parse_config(settings))
+    assert not pair_texts & set(general[0])
+    assert stsb | {"A dog runs in a park.", "An animal is outside."} <= set(general[0])
+    assert general[1] == every[1]
+    settings["data"]["distill_in_domain"] = []
+    assert distillation_pool(data, data_dir, parse_config(settings))[0] == []

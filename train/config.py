@@ -41,6 +41,9 @@ class ModelConfig:
     encoder: dict[str, Any] = field(default_factory=dict)  # encoder constructor arguments
 
 
+DISTILL_IN_DOMAIN = ("pairs", "nli", "stsb")
+
+
 @dataclass
 class DataConfig:
     conversations: list[str] = field(default_factory=lambda: list(CONVERSATION_FILES))
@@ -66,6 +69,10 @@ class DataConfig:
     # the sample's in-domain texts appear this many times among the distillation items (1: once
     # like the others), so that a larger general pool does not dilute them
     distill_in_domain_copies: int = 1
+    # which in-domain texts open the sample (DISTILL_IN_DOMAIN: the training pairs', the NLI and the
+    # STS Benchmark train sentences); fewer, e.g. to distill a pretrained base back into its own
+    # fine-tuning on general sentences only, none: the sample is the distill_conversations pool
+    distill_in_domain: list[str] = field(default_factory=lambda: list(DISTILL_IN_DOMAIN))
     # instead of drawing a sample: the texts and cached teacher vectors of an earlier run's
     # teacher pass (RUN_DIR/teacher), e.g. a fine-tuning stage keeping its distillation term
     distill_texts_from: str = ""
@@ -207,6 +214,10 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
                           "response objective")
     if data.cqa_hard_negatives_from and not data.cqa_hard_negatives:
         raise ConfigError(f"{where}: [data] cqa_hard_negatives_from goes with cqa_hard_negatives = true")
+    unknown_sources = sorted(set(data.distill_in_domain) - set(DISTILL_IN_DOMAIN))
+    if unknown_sources:
+        raise ConfigError(f"{where} [data]: distill_in_domain: unknown {unknown_sources} "
+                          f"(known: {list(DISTILL_IN_DOMAIN)})")
     if data.distill_sentences and data.distill_texts_from:
         raise ConfigError(f"{where}: [data] distill_sentences draws a sample, distill_texts_from "
                           "reuses an earlier run's: choose one")

@@ -52,11 +52,15 @@ class TaskInputs:
 
 
 def distillation_pool(data: TrainingData, data_dir: Path, config: TrainConfig) -> list[list[str]]:
-    """The in-domain texts (training pairs, NLI, STS Benchmark train), then the general pool."""
-    in_domain = [text for pair in data.pairs for text in pair]
-    in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
-    in_domain += [text for pair in read_sts_benchmark(stsb_path(data_dir, "train"))
-                  for text in (pair.sentence1, pair.sentence2)]
+    """The in-domain texts that ``distill_in_domain`` names (of the training pairs, NLI, STS
+    Benchmark train), then the general pool."""
+    sources = config.data.distill_in_domain
+    in_domain = [text for pair in data.pairs for text in pair] if "pairs" in sources else []
+    if "nli" in sources:
+        in_domain += [text for pair in data.nli for text in (pair.premise, pair.hypothesis)]
+    if "stsb" in sources:
+        in_domain += [text for pair in read_sts_benchmark(stsb_path(data_dir, "train"))
+                      for text in (pair.sentence1, pair.sentence2)]
     general = [text for stem in config.data.distill_conversations
                for pair in conversation_pairs(data_dir, stem)[0] for text in pair]
     return [in_domain, general]
