@@ -5,16 +5,19 @@ models and the untuned bases and peers are scored on the test parts (exported en
 queries run). Tuned models go under $ASKALIKE_CACHE/domain-tuning (kept: a rerun only scores).
 
     python -m bench.experiments.domain_tuning [--base models/accurate --base models/fast] [--peer ...]
-        [--learning-rate LR] [--score-share S] [--epochs N] [--labels-only]
+        [--learning-rate LR] [--score-share S] [--epochs N] [--labels-only] [--teacher MODEL|tuned]
 
 ``--labels-only`` writes the labelled pairs alone, without the score column (``tune`` before
-graded pairs); settings other than the defaults name the tuned models' directories.
+graded pairs); ``--teacher`` is distilled into a DAN base (``tuned``: the domain's
+``models/accurate`` tuned with the defaults, which a run with the defaults leaves in the work
+directory); settings other than the defaults name the tuned models' directories.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -74,6 +77,7 @@ def main() -> None:
     parser.add_argument("--score-share", type=float)
     parser.add_argument("--epochs", type=int, default=TuneSettings.epochs)
     parser.add_argument("--labels-only", action="store_true", help="no score column")
+    parser.add_argument("--teacher", help="distilled into a DAN base: a model, or `tuned`")
     args = parser.parse_args()
     settings = TuneSettings(epochs=args.epochs, learning_rate=args.learning_rate,
                             score_share=args.score_share)
@@ -81,7 +85,7 @@ def main() -> None:
                "epochs": args.epochs if args.epochs != TuneSettings.epochs else None}
     variant = "".join(f"-{name}{value:g}" for name, value in changed.items() if value is not None)
     labels = "-labels" if args.labels_only else ""
-    variant += labels
+    variant += labels + (f"-teacher-{Path(args.teacher).name}" if args.teacher else "")
     data_dir = resolve_data_dir()
     bases = args.base or ["models/accurate", "models/fast"]
     peers = args.peer or ["pretrained:all-MiniLM-L6-v2", "pretrained:all-mpnet-base-v2"]
@@ -97,7 +101,11 @@ def main() -> None:
             record = {}
             if not (out / "metrics.json").is_file():
                 started = time.perf_counter()
-                record = tune(base, pairs, out, WORK / f"{out.name}.run", settings, resume=True)
+                teacher = None
+                if args.teacher and read_model_config(Path(base))["kind"] == "dan":
+                    teacher = str(WORK / f"accurate-{domain}") if args.teacher == "tuned" else args.teacher
+                record = tune(base, pairs, out, WORK / f"{out.name}.run",
+                              dataclasses.replace(settings, teacher=teacher), resume=True)
                 record["seconds"] = round(time.perf_counter() - started, 1)
                 (WORK / f"{out.name}.record.json").write_text(json.dumps(record, indent=2))
             held_out = json.loads((out / "metrics.json").read_text())["tune"]
