@@ -19,14 +19,17 @@ def tune(
                                         callback=shipped_models)],
     out: Annotated[Path, typer.Option("--out", help="The new model directory (must not exist).")],
     pairs: Annotated[Path | None, typer.Option(
-        "--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label] (1 alike, 0 not; no label: "
-                        "alike) or of text, group.")] = None,
+        "--pairs", help="CSV/TSV/JSONL of text_a, text_b[, label][, score] (1 alike, 0 not; no "
+                        "label: alike, or with a score column scored only; score: a graded "
+                        "similarity on any scale) or of text, group.")] = None,
     collection: Annotated[Path | None, typer.Option(
         "--collection", help="Instead of --pairs, for a DAN (models/fast): a collection as "
                              "`index` reads it; its frequent words missing from the vocabulary "
                              "get rows from --teacher.")] = None,
-    teacher: Annotated[str, typer.Option(help="The teacher of --collection.",
-                                         callback=shipped_models)] = DEFAULT_MODEL,
+    teacher: Annotated[str | None, typer.Option(
+        help="With --collection, where the new words' rows come from (default: accurate); with "
+             "--pairs and a DAN base, a model it also distills on the pairs' texts (e.g. a "
+             "transformer tuned on the same pairs).", callback=shipped_models)] = None,
     dev: Annotated[Path | None, typer.Option(
         "--dev", help="Pairs to measure and stop on (default: a fixed 10% of --pairs, held out).")] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Epochs at most; stops at the first that "
@@ -35,6 +38,9 @@ def tune(
         min=2, help="Pairs a step (in-batch negatives); default: 32 for a transformer, 8 for a DAN.")] = None,
     learning_rate: Annotated[float | None, typer.Option(
         help="Default: 3e-5 for a transformer, 1e-3 for a DAN.")] = None,
+    score_share: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="Share of the steps that regress cosine on the score column; "
+                               "default: the scored pairs' share of an epoch's batches.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
                                                  show_default="OUT.run")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
@@ -48,12 +54,14 @@ def tune(
         if (pairs is None) == (collection is None):
             raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
         if collection is not None:
-            record = _adapt(base, collection, out, exported(teacher), show_progress=not as_json)
+            record = _adapt(base, collection, out, exported(teacher or DEFAULT_MODEL),
+                            show_progress=not as_json)
         else:
             from train.pair_tuning import TuneSettings
             from train.pair_tuning import tune as tune_model
 
-            settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
+            settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                                    score_share=score_share, teacher=teacher)
             record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
                                 settings, dev, resume=resume, show_progress=not as_json)
         exported(str(out))

@@ -1,13 +1,18 @@
 """A user's labelled pairs, the input of ``askalike tune``: CSV, TSV or JSON Lines with either
 ``text_a, text_b[, label]`` (label 1 alike, 0 not; without a label column every pair is alike)
 or ``text, group`` (the texts of one group are duplicates of each other: every two of a group
-make an alike pair). Errors name the file, line and field, as the collection readers' do."""
+make an alike pair). A ``text_a, text_b`` file may also carry a ``score`` column, a graded
+similarity on any numeric scale (SICK's 1-5, STS's 0-5), rescaled to [0, 1] by the file's lowest
+and highest score; in such a file a row without a label is a scored pair only. Errors name the
+file, line and field, as the collection readers' do."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +30,8 @@ MAX_GROUP_PAIRS = 45  # a group's pairs kept (all pairs of its first 10 texts)
 class LabelledPair:
     text_a: str
     text_b: str
-    label: int  # 1 alike, 0 not alike
+    label: int | None  # 1 alike, 0 not alike; None: a scored pair without a label
+    score: float | None = None  # graded similarity, rescaled to [0, 1] over the file
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -66,18 +72,55 @@ def _field(path: Path, number: int, row: dict[str, str], name: str) -> str:
     return value
 
 
-def _label(path: Path, number: int, row: dict[str, str]) -> int:
+def _label(path: Path, number: int, row: dict[str, str], scored: bool) -> int | None:
+    """The row's label; an empty one is alike, or no label at all in a file with scores."""
     value = row.get("label", "").strip()
     if value == "":
-        return 1
+        return None if scored else 1
     if value not in ("0", "1", "0.0", "1.0"):
         raise DataError(path, f"field 'label' must be 1 (alike) or 0 (not alike), not {value!r}", number)
     return int(float(value))
 
 
+def _score(path: Path, number: int, row: dict[str, str]) -> float | None:
+    value = row.get("score", "").strip()
+    if value == "":
+        return None
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise DataError(path, f"field 'score' must be a number (a graded similarity), not {value!r}", number)
+    return score
+
+
+def _rescaled(path: Path, pairs: list[LabelledPair]) -> list[LabelledPair]:
+    """The scores mapped from the file's lowest..highest onto [0, 1]."""
+    scores = [pair.score for pair in pairs if pair.score is not None]
+    if not scores:
+        return pairs
+    low, high = min(scores), max(scores)
+    if high == low:
+        raise DataError(path, f"field 'score' is {low:g} on every row: a graded similarity needs "
+                              "at least two values")
+    return [pair if pair.score is None else dataclasses.replace(pair, score=(pair.score - low) / (high - low))
+            for pair in pairs]
+
+
+def _pair(path: Path, number: int, row: dict[str, str]) -> LabelledPair:
+    scored = "score" in row
+    pair = LabelledPair(_field(path, number, row, "text_a"), _field(path, number, row, "text_b"),
+                        _label(path, number, row, scored), _score(path, number, row) if scored else None)
+    if pair.label is None and pair.score is None:
+        raise DataError(path, "fields 'label' and 'score' are both empty: a pair needs one", number)
+    return pair
+
+
 def read_labelled_pairs(path: Path) -> list[LabelledPair]:
-    """The pairs of a pair file, in file order; a DataError naming file, line and field for a
-    row that cannot be read, and for a file without a single alike pair."""
+    """The pairs of a pair file, in file order (scores rescaled to [0, 1]); a DataError naming
+    file, line and field for a row that cannot be read, and for a file with neither an alike
+    pair nor a score."""
     pairs: list[LabelledPair] = []
     groups: dict[str, list[str]] = defaultdict(list)
     columns: tuple[str, ...] | None = None
@@ -88,16 +131,15 @@ def read_labelled_pairs(path: Path) -> list[LabelledPair]:
                 raise DataError(path, f"needs the columns text_a, text_b[, label] or text, group "
                                       f"(found: {', '.join(row) or 'none'})", number)
         if columns == PAIR_COLUMNS:
-            pairs.append(LabelledPair(_field(path, number, row, "text_a"),
-                                      _field(path, number, row, "text_b"), _label(path, number, row)))
+            pairs.append(_pair(path, number, row))
         else:
             groups[_field(path, number, row, "group")].append(_field(path, number, row, "text"))
     for texts in groups.values():
         pairs.extend(LabelledPair(a, b, 1)
                      for a, b in itertools.islice(itertools.combinations(texts, 2), MAX_GROUP_PAIRS))
-    if not any(pair.label == 1 for pair in pairs):
-        raise DataError(path, "no alike pairs (label 1, or a group of two texts or more)")
-    return pairs
+    if not any(pair.label == 1 or pair.score is not None for pair in pairs):
+        raise DataError(path, "no alike pairs (label 1, or a group of two texts or more) and no scores")
+    return _rescaled(path, pairs)
 
 
 def text_fraction(text: str) -> float:

@@ -44,6 +44,7 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
      "int8_embeddings is for the numpy encoders"),
     ({"name": "x", "data": {"distill_teacher": "t", "distill_sentences": 5, "distill_texts_from": "r"},
       "training": {"distill_ratio": 0.5}}, "choose one"),
+    ({"name": "x", "data": {"stsb_train": True}}, "stsb_train = true needs"),
     ({"name": "x", "training": {"listwise_ratio": 0.2}}, "listwise_ratio > 0 goes with"),
     ({"name": "x", "data": {"listwise_candidates": 8}}, "listwise_ratio > 0 goes with"),
     ({"name": "x", "data": {"listwise_candidates": 8}, "training": {"listwise_ratio": 0.2}},
@@ -58,6 +59,20 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
 def test_bad_configs_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(values)
+
+
+def test_a_regression_share_without_scored_pairs_is_refused_when_the_tasks_are_built():
+    """`tune` gives the trainer scored pairs of its own, so the config cannot tell; the tasks can."""
+    import numpy as np
+
+    from train.corpus import TrainingData
+    from train.task_inputs import TaskInputs
+    from train.tasks import training_tasks
+
+    config = parse_config({"name": "x", "training": {"sts_ratio": 0.2}})
+    inputs = TaskInputs([], None, np.arange(0), None)
+    with pytest.raises(ValueError, match="sts_ratio > 0 needs scored pairs"):
+        training_tasks(config.training, TrainingData([("a", "b")], [], []), None, inputs)
 
 
 def test_unreadable_config(tmp_path):

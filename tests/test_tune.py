@@ -10,10 +10,24 @@ import pytest
 
 from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
 from core.pair_files import read_labelled_pairs
-from tests.helpers import assert_one_line_error, index, invoke
-from train.pair_tuning import training_data
+from tests.helpers import assert_one_line_error, index, invoke, make_tiny_model
+from train.pair_tuning import EpochPlan, TuneSettings, epoch_plan, split_dev, training_data
 
 TOPICS = ["visa", "car", "pizza", "school", "flight", "rent", "salary", "beach", "doctor", "phone"]
+
+
+def write_scored_pairs(path: Path, count: int = 400) -> Path:
+    """Pairs graded 1-5 (SICK's scale): 5 for the same topic and number, 3 for the same topic, 1
+    for neither; labels on the ends only."""
+    rows = ["text_a,text_b,label,score"]
+    for i in range(count):
+        topic, other = TOPICS[i % len(TOPICS)], TOPICS[(i + 3) % len(TOPICS)]
+        rows += [f"question {i} about my {topic},{topic} help number {i},1,5",
+                 f"question {i} about my {topic},{topic} help number {i + 7},,3"]
+        if i % 2:
+            rows.append(f"question {i} about my {topic},{other} help number {i + 1},0,1")
+    path.write_text("\n".join(rows) + "\n")
+    return path
 
 
 def write_pairs(path: Path, count: int = 400) -> Path:
@@ -42,6 +56,31 @@ def test_pair_files_read_labels_and_groups(tmp_path):
     assert {(p.text_a, p.text_b) for p in read_labelled_pairs(groups)} == {("x", "y"), ("x", "z"), ("y", "z")}
 
 
+def test_scores_are_rescaled_over_the_file_and_a_row_without_a_label_is_scored_only(tmp_path):
+    scored = tmp_path / "scored.csv"
+    scored.write_text("text_a,text_b,label,score\na,b,1,4.5\nc,d,,3\ne,f,0,\ng,h,0,1.5\n")
+    assert [(p.label, p.score) for p in read_labelled_pairs(scored)] == [
+        (1, 1.0), (None, 0.5), (0, None), (0, 0.0)]
+    graded = tmp_path / "graded.jsonl"  # scores alone, numbers in JSON
+    graded.write_text("".join(json.dumps({"text_a": a, "text_b": "x", "score": s}) + "\n"
+                              for a, s in [("a", 0), ("b", 2.5), ("c", 5)]))
+    read = read_labelled_pairs(graded)
+    assert [(p.label, p.score) for p in read] == [(None, 0.0), (None, 0.5), (None, 1.0)]
+
+
+def test_scored_pairs_become_the_regression_task_with_its_share_of_the_steps(tmp_path):
+    pairs = read_labelled_pairs(write_scored_pairs(tmp_path / "pairs.csv", 32))
+    data = training_data(pairs)
+    assert len(data.pairs) == 32 and len(data.sts) == 80  # 32 alike, 32 + 16 scored only / not alike
+    assert {p.score for p in data.sts} == {0.0, 2.5, 5.0}  # StsPair's 0-5 scale
+    assert epoch_plan(2, 5, 0, TuneSettings()) == EpochPlan(7, 5 / 7, 0.0)  # batches of 16
+    assert epoch_plan(2, 5, 0, TuneSettings(score_share=0.3)) == EpochPlan(7, 0.3, 0.0)
+    assert epoch_plan(0, 1, 0, TuneSettings()) == EpochPlan(1, 1.0, 0.0)  # no full batch of alike pairs
+    assert epoch_plan(2, 0, 0, TuneSettings(score_share=0.3)) == EpochPlan(2, 0.0, 0.0)  # no scores
+    assert epoch_plan(2, 4, 4, TuneSettings()) == EpochPlan(10, 0.4, 0.4)  # and a teacher's texts
+    assert epoch_plan(0, 1, 3, TuneSettings()) == EpochPlan(4, 0.25, 0.75)
+
+
 @pytest.mark.reliability("a pair file with a bad label, an empty text or the wrong columns",
                          "one error line naming the file, line and field; nothing written")
 @pytest.mark.parametrize(("content", "pattern"), [
@@ -49,6 +88,10 @@ def test_pair_files_read_labels_and_groups(tmp_path):
     ("text_a,text_b\na,b\n,d\n", r"pairs\.csv:3: field 'text_a' is empty"),
     ("question,answer\na,b\n", r"pairs\.csv:2: needs the columns text_a, text_b"),
     ("text_a,text_b,label\na,b,0\n", r"pairs\.csv: no alike pairs"),
+    ("text_a,text_b,label,score\na,b,1,4\nc,d,0,high\n", r"pairs\.csv:3: field 'score' must be a number"),
+    ("text_a,text_b,score\na,b,4\nc,d,nan\n", r"pairs\.csv:3: field 'score' must be a number"),
+    ("text_a,text_b,label,score\na,b,1,4\nc,d,,\n", r"pairs\.csv:3: fields 'label' and 'score' are both"),
+    ("text_a,text_b,score\na,b,3\nc,d,3\n", r"pairs\.csv: field 'score' is 3 on every row"),
     ("text_a,text_b\n" + "".join(f"q{i},r{i}\n" for i in range(30)), r"pairs\.csv: \d+ alike pairs"),
 ])
 def test_bad_pair_files_get_one_line_errors(tmp_path, tiny_model, content, pattern):
@@ -93,6 +136,43 @@ def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, ti
     source = tmp_path / "questions.csv"
     source.write_text("id,subject,body\nq1,my visa,help\nq2,my car,help\n")
     assert index(source, tmp_path / "index", out)["model"].endswith("tuned")
+
+
+@pytest.mark.slow
+def test_tune_on_scored_pairs_measures_pearson_r_and_regresses_on_the_scores(tmp_path, tiny_model):
+    pairs = write_scored_pairs(tmp_path / "pairs.csv", 200)
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "tuned", "--epochs", "2",
+                    "--learning-rate", "0.01", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    before, after = record["before"], record["after"]
+    assert before["dev_score"] == pytest.approx((before["dev_ranking_accuracy"] + before["dev_pearson"]) / 2)
+    assert after["dev_pearson"] > before["dev_pearson"] and after["dev_score"] > before["dev_score"]
+    assert record["scored_pairs"] > record["train_pairs"] and 0 < record["score_share"] < 1
+    log = [json.loads(line) for line in (tmp_path / "tuned.run" / "metrics.jsonl").read_text().splitlines()]
+    assert {"sts", "response"} <= {entry.get("task") for entry in log}
+
+
+@pytest.mark.slow
+def test_a_dan_given_a_teacher_also_distills_it_on_the_training_texts(tmp_path, tiny_model):
+    teacher = make_tiny_model(tmp_path / "teacher", seed=1)
+    pairs = write_scored_pairs(tmp_path / "pairs.csv", 100)
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "tuned", "--epochs", "1",
+                    "--teacher", teacher, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    train, _ = split_dev(read_labelled_pairs(pairs))
+    texts = {text for pair in train for text in (pair.text_a, pair.text_b)}
+    assert record["teacher"] == str(teacher) and record["distilled_texts"] == len(texts)
+    assert 0 < record["distill_share"] < 1 and 0 < record["score_share"] < 1
+    log = [json.loads(line) for line in (tmp_path / "tuned.run" / "metrics.jsonl").read_text().splitlines()]
+    assert "distill" in {entry.get("task") for entry in log}
+
+
+def test_only_a_dan_distills_a_teacher(tmp_path, tiny_model):
+    result = invoke("tune", "pretrained:all-MiniLM-L6-v2", "--pairs", write_pairs(tmp_path / "pairs.csv"),
+                    "--out", tmp_path / "out", "--teacher", tiny_model)
+    assert_one_line_error(result, r"a teacher distills into a DAN base")
 
 
 @pytest.mark.slow

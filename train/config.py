@@ -96,7 +96,8 @@ class TrainingConfig:
     # response head ff(r) = r + W2 tanh(W1 r), W2 starting at zero: scores start as the
     # encoder's own dot products, which keeps a pretrained encoder's geometry at the start
     residual_response_head: bool = False
-    sts_ratio: float = 0.0  # share of steps that regress cosine on scored pairs (stsb_train)
+    # share of steps that regress cosine on scored pairs (stsb_train, or `tune`'s score column)
+    sts_ratio: float = 0.0
     # share of steps that are listwise distillation batches (batch_size // listwise_candidates
     # questions, each with its candidates; the cosines scaled by distill_scale)
     listwise_ratio: float = 0.0
@@ -229,8 +230,10 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
         raise ConfigError(f"{where}: [data] listwise_candidates = {data.listwise_candidates} must "
                           "be between 2 and [training] batch_size (a batch holds batch_size // "
                           "listwise_candidates questions)")
-    if (config.training.sts_ratio > 0) != config.data.stsb_train:
-        raise ConfigError(f"{where}: [training] sts_ratio > 0 goes with [data] stsb_train = true")
+    # the other way round (sts_ratio > 0 without scored pairs) is the trainer's check: `tune`
+    # gives it scored pairs of its own
+    if config.data.stsb_train and config.training.sts_ratio == 0:
+        raise ConfigError(f"{where}: [data] stsb_train = true needs [training] sts_ratio > 0")
     model = config.model
     if model.teacher_init and (model.kind != "dan" or not config.data.distill_teacher):
         raise ConfigError(f"{where}: [model] teacher_init needs kind = \"dan\" and a "

@@ -3,9 +3,16 @@ own labelled pairs, through the project's trainer.
 
 The alike pairs are the input-response objective's pairs (in-batch negatives, a residual
 response head that starts as the identity); each not-alike pair's second text is a hard negative
-of an alike pair with the same first text (else of one that has none yet). A held-out share of
-the pairs (or ``--dev FILE``) is scored before, at each epoch's end and after; tuning stops at the
-first epoch that does not raise it and keeps the best epoch's weights.
+of an alike pair with the same first text (else of one that has none yet). Pairs with a score
+(the pair file's ``score`` column) are also the trainer's scored pairs: a share of the steps
+regresses their cosine on the score (``StsRegression``), which teaches the graded middle that
+ranking alike against not-alike pairs does not. A held-out share of the pairs (or ``--dev
+FILE``) is scored before, at each epoch's end and after; tuning stops at the first epoch that
+does not raise it and keeps the best epoch's weights.
+
+A DAN given a teacher (``--teacher``) also distills it on the training pairs' texts (the
+``Distillation`` task, the teacher's vectors computed once into the run directory): a few hundred
+pairs move a DAN's word rows little, a tuned transformer's vectors of the domain's texts more.
 """
 
 from __future__ import annotations
@@ -19,15 +26,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import pearsonr
 
 from core.data_dir import DataError
+from core.datasets import StsPair
 from core.files import file_sha256
 from core.model_dir import ModelError, pretrained_name, read_model_config
 from core.ood_evaluation import ranking_accuracy
 from core.pair_files import LabelledPair, read_labelled_pairs, text_fraction
 from train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from train.corpus import Pair, TrainingData
+from train.distillation import teacher_vectors, write_distillation_texts
 from train.modules import EncoderModule
+from train.tasks import STS_SCALE
 from train.trained_model import load_model
 from train.trainer import Trainer
 
@@ -40,6 +51,10 @@ class TuneSettings:
     epochs: int = 3  # at most; tuning stops earlier when the dev figure stops rising
     batch_size: int | None = None  # default: by the base's kind (see _kind_defaults)
     learning_rate: float | None = None  # default: by the base's kind
+    # of the steps, those that regress on the scores; default: the scored pairs' share of the
+    # batches of an epoch (one epoch: every alike pair ranked once, every scored pair regressed once)
+    score_share: float | None = None
+    teacher: str | None = None  # a DAN base distills it on the training texts (a model or pretrained:NAME)
     seed: int = 13
 
 
@@ -52,7 +67,8 @@ def split_dev(pairs: Sequence[LabelledPair]) -> tuple[list[LabelledPair], list[L
 
 
 def training_data(pairs: Sequence[LabelledPair]) -> TrainingData:
-    """The alike pairs, with the not-alike pairs' second texts as their hard negatives."""
+    """The alike pairs, with the not-alike pairs' second texts as their hard negatives, and the
+    scored pairs."""
     alike: list[Pair] = [(p.text_a, p.text_b) for p in pairs if p.label == 1]
     first_rows: dict[str, int] = {}
     for row, (first, _) in enumerate(alike):
@@ -65,28 +81,36 @@ def training_data(pairs: Sequence[LabelledPair]) -> TrainingData:
             row = next((r for r in free_rows if r not in negatives), None)
         if row is not None:
             negatives[row] = pair.text_b
-    return TrainingData(pairs=alike, heldout=[], nli=[], hard_negatives=negatives)
+    scored = [StsPair(p.text_a, p.text_b, p.score * STS_SCALE, "tune") for p in pairs if p.score is not None]
+    return TrainingData(pairs=alike, heldout=[], nli=[], sts=scored, hard_negatives=negatives)
 
 
 def dev_figures(encoder: EncoderModule, dev: Sequence[LabelledPair]) -> dict[str, Any]:
     """``dev_score``: pair ranking accuracy where the dev pairs have both labels, else the share
-    of alike pairs whose second text is the nearest of all dev second texts to the first."""
+    of alike pairs whose second text is the nearest of all dev second texts to the first; where
+    they have scores, the mean of that and the Pearson r of cosines and scores."""
     texts = sorted({text for pair in dev for text in (pair.text_a, pair.text_b)})
     row = {text: i for i, text in enumerate(texts)}
     vectors = encoder.encode(texts)
     first = vectors[[row[p.text_a] for p in dev]]
     second = vectors[[row[p.text_b] for p in dev]]
+    cosines = (first * second).sum(axis=1)
     figures: dict[str, Any] = {"dev_pairs": len(dev)}
     labels = [pair.label for pair in dev]
     if 0 in labels and 1 in labels:
-        figures["dev_ranking_accuracy"] = ranking_accuracy((first * second).sum(axis=1), labels)
+        figures["dev_ranking_accuracy"] = ranking_accuracy(cosines, labels)
     alike = [i for i, label in enumerate(labels) if label == 1]
-    candidates = sorted({dev[i].text_b for i in alike})
-    candidate_vectors = vectors[[row[text] for text in candidates]]
-    nearest = np.argmax(first[alike] @ candidate_vectors.T, axis=1)
-    found = [candidates[n] == dev[i].text_b for n, i in zip(nearest, alike, strict=True)]
-    figures["dev_top1"] = float(np.mean(found))
-    figures["dev_score"] = figures.get("dev_ranking_accuracy", figures["dev_top1"])
+    if alike:
+        candidates = sorted({dev[i].text_b for i in alike})
+        candidate_vectors = vectors[[row[text] for text in candidates]]
+        nearest = np.argmax(first[alike] @ candidate_vectors.T, axis=1)
+        found = [candidates[n] == dev[i].text_b for n, i in zip(nearest, alike, strict=True)]
+        figures["dev_top1"] = float(np.mean(found))
+    scored = [i for i, pair in enumerate(dev) if pair.score is not None]
+    if len({dev[i].score for i in scored}) > 1:
+        figures["dev_pearson"] = float(pearsonr(cosines[scored], [dev[i].score for i in scored])[0])
+    ranking = figures.get("dev_ranking_accuracy", figures.get("dev_top1"))
+    figures["dev_score"] = float(np.mean([f for f in (ranking, figures.get("dev_pearson")) if f is not None]))
     return figures
 
 
@@ -125,22 +149,50 @@ def batch_size(kind: str, settings: TuneSettings) -> int:
     return settings.batch_size or _kind_defaults(kind)[0]
 
 
-def tune_config(base: str, kind: str, steps_per_epoch: int, settings: TuneSettings) -> TrainConfig:
-    """The trainer's config: start from ``base``, the response objective alone, an evaluation
-    (and checkpoint) at each epoch's end."""
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch: every full batch of alike pairs ranked, of scored pairs regressed and of
+    teacher texts distilled once, each auxiliary task drawn for its share of the steps."""
+
+    steps: int
+    score_share: float
+    distill_share: float
+
+
+def epoch_plan(ranked: int, scored: int, distilled: int, settings: TuneSettings) -> EpochPlan:
+    """The plan for these counts of full batches: each task's share is its batches' share
+    (``settings.score_share`` overrides the regression's); without a batch of alike pairs the
+    auxiliary tasks share all the steps (the response objective is never drawn)."""
+    steps = ranked + scored + distilled
+    score = scored / steps if settings.score_share is None or not scored else settings.score_share
+    if not ranked:
+        score = score if distilled else 1.0
+        return EpochPlan(steps, score, 1.0 - score if distilled else 0.0)
+    return EpochPlan(steps, score, min(distilled / steps, 1.0 - score))
+
+
+def tune_config(base: str, kind: str, plan: EpochPlan, settings: TuneSettings,
+                distill_from: Path | None = None) -> TrainConfig:
+    """The trainer's config: start from ``base``, the response objective (with the plan's
+    shares of regression and, from the texts under ``distill_from``, distillation), an
+    evaluation (and checkpoint) at each epoch's end."""
     vocabulary_kind = kind not in ("pretrained", "transformer")
+    distills = distill_from is not None and plan.distill_share > 0
     return TrainConfig(
         name=f"tune-{Path(base).name}",
         seed=settings.seed,
         model=ModelConfig(kind=kind, initialise_from=base),
-        data=DataConfig(conversations=[], qatar_living=[]),
+        data=DataConfig(conversations=[], qatar_living=[],
+                        distill_teacher=(settings.teacher or "") if distills else "",
+                        distill_texts_from=str(distill_from) if distills else ""),
         training=TrainingConfig(
             objective="response", residual_response_head=True,
-            steps=settings.epochs * steps_per_epoch, batch_size=batch_size(kind, settings),
+            steps=settings.epochs * plan.steps, batch_size=batch_size(kind, settings),
             learning_rate=settings.learning_rate or _kind_defaults(kind)[1],
-            sparse_embeddings=kind == "dan",
-            eval_every=steps_per_epoch, checkpoint_every=max(1, steps_per_epoch // 2),
-            log_every=max(1, steps_per_epoch // 4),
+            sparse_embeddings=kind == "dan", sts_ratio=plan.score_share,
+            distill_ratio=plan.distill_share if distills else 0.0,
+            eval_every=plan.steps, checkpoint_every=max(1, plan.steps // 2),
+            log_every=max(1, plan.steps // 4),
             half_precision=True, int8_embeddings=vocabulary_kind),
     )
 
@@ -150,11 +202,21 @@ def _read_pairs(pairs_file: Path, dev_file: Path | None) -> tuple[list[LabelledP
     if dev_file is not None:
         return pairs, read_labelled_pairs(dev_file)
     train, dev = split_dev(pairs)
-    if sum(pair.label for pair in dev) < MIN_DEV_PAIRS:
-        raise DataError(pairs_file, f"{sum(p.label for p in dev)} alike pairs fall in the held-out "
-                                    f"{DEV_SHARE:.0%}, fewer than {MIN_DEV_PAIRS}: give more pairs "
-                                    "or --dev FILE")
+    alike, scored = sum(p.label == 1 for p in dev), sum(p.score is not None for p in dev)
+    if max(alike, scored) < MIN_DEV_PAIRS:
+        found = f"{alike} alike pairs" + (f" and {scored} scored pairs" if scored else "")
+        raise DataError(pairs_file, f"{found} fall in the held-out {DEV_SHARE:.0%}, fewer than "
+                                    f"{MIN_DEV_PAIRS}: give more pairs or --dev FILE")
     return train, dev
+
+
+def distillation_texts(pairs: Sequence[LabelledPair], kind: str, settings: TuneSettings) -> list[str]:
+    """The training pairs' distinct texts, sorted, where a DAN base has a teacher; else none."""
+    if settings.teacher is None:
+        return []
+    if kind != "dan":
+        raise ModelError(f"a teacher distills into a DAN base (models/fast); this base is a {kind} model")
+    return sorted({text for pair in pairs for text in (pair.text_a, pair.text_b)})
 
 
 def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSettings,
@@ -172,11 +234,17 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     data = training_data(train)
     kind = _base_kind(base)
     size = batch_size(kind, settings)
-    if len(data.pairs) < size:
+    if max(len(data.pairs), len(data.sts)) < size:
         raise DataError(pairs_file, f"{len(data.pairs)} alike pairs to learn from, fewer than a "
                                     f"batch ({size}): give more pairs or a smaller --batch-size")
-    steps_per_epoch = len(data.pairs) // size
-    config = tune_config(base, kind, steps_per_epoch, settings)
+    texts = distillation_texts(train, kind, settings)
+    if texts:  # the sample as an earlier stage's (``distill_texts_from``), its teacher vectors
+        # cached beside it here, where progress may be hidden, so that the trainer finds them
+        sample_dir = run_dir / "distill" / "teacher"
+        write_distillation_texts(sample_dir, texts, len(texts))
+        teacher_vectors(str(settings.teacher), texts, sample_dir, show_progress=show_progress)
+    plan = epoch_plan(len(data.pairs) // size, len(data.sts) // size, len(texts) // size, settings)
+    config = tune_config(base, kind, plan, settings, run_dir / "distill" if texts else None)
     # the trainer reads no benchmark data here: the pairs are given, the dev figures replace STSb's
     trainer = Trainer(config, run_dir, run_dir, data,
                       dev_evaluation=lambda encoder: dev_figures(encoder.eval(), dev))
@@ -190,6 +258,9 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
               "dev_file": str(dev_file) if dev_file else None,
               "dev_sha256": file_sha256(dev_file) if dev_file else None,
               "train_pairs": len(data.pairs), "hard_negatives": len(data.hard_negatives),
+              "scored_pairs": len(data.sts), "score_share": plan.score_share,
+              "teacher": config.data.distill_teacher or None, "distilled_texts": len(texts),
+              "distill_share": config.training.distill_ratio,
               "steps": trainer.state.step, "stopped_early": stop.stopped,
               "before": before, "after": dev_figures(model.encoder.eval(), dev)}
     finished.write_text(json.dumps({**json.loads(finished.read_text()), "tune": record}, indent=2) + "\n")

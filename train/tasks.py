@@ -38,6 +38,7 @@ from train.trained_model import TrainedModel
 Batch = tuple[list[str], list[str], torch.Tensor | None]  # texts, paired texts, labels
 Item = TypeVar("Item")
 MIN_EVAL_PAIRS = 100  # held-out pairs needed for one P@N group
+STS_SCALE = 5.0  # the top of StsPair scores (STS's 0-5), which the regression maps to cosine 1
 
 
 class TrainingModel(nn.Module):
@@ -241,7 +242,7 @@ class ListwiseDistillation(Task[int]):
 
 
 class StsRegression(Task[StsPair]):
-    """Scored sentence pairs: cosine regressed on the gold score scaled to [0, 1]."""
+    """Scored sentence pairs: cosine regressed on the gold score scaled to [0, 1] (STS_SCALE)."""
 
     name = stream = "sts"
     salt = 3
@@ -249,7 +250,7 @@ class StsRegression(Task[StsPair]):
     def batch(self, indices: list[int]) -> Batch:
         chosen = [self.items[i] for i in indices]
         return ([p.sentence1 for p in chosen], [p.sentence2 for p in chosen],
-                torch.tensor([p.score / 5.0 for p in chosen]))
+                torch.tensor([p.score / STS_SCALE for p in chosen]))
 
     def loss(self, model: TrainingModel, first: list[str], second: list[str],
              labels: torch.Tensor | None, step: int) -> torch.Tensor:
@@ -271,6 +272,8 @@ def training_model(encoder: EncoderModule, training: TrainingConfig,
 def training_tasks(training: TrainingConfig, data: TrainingData, encoder: EncoderModule,
                    inputs: TaskInputs) -> tuple[PairTask, list[Task[Any]]]:
     """(the main objective, the auxiliary tasks that have items, in the order steps draw them)."""
+    if training.sts_ratio > 0 and not data.sts:
+        raise ValueError("[training] sts_ratio > 0 needs scored pairs ([data] stsb_train = true)")
     heldout = data.heldout[: training.eval_pairs]
     objective: PairTask
     if training.objective == CseMargin.name:

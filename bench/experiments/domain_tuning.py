@@ -5,12 +5,19 @@ models and the untuned bases and peers are scored on the test parts (exported en
 queries run). Tuned models go under $ASKALIKE_CACHE/domain-tuning (kept: a rerun only scores).
 
     python -m bench.experiments.domain_tuning [--base models/accurate --base models/fast] [--peer ...]
+        [--learning-rate LR] [--score-share S] [--epochs N] [--labels-only] [--teacher MODEL|tuned]
+
+``--labels-only`` writes the labelled pairs alone, without the score column (``tune`` before
+graded pairs); ``--teacher`` is distilled into a DAN base (``tuned``: the domain's
+``models/accurate`` tuned with the defaults, which a run with the defaults leaves in the work
+directory); settings other than the defaults name the tuned models' directories.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -26,15 +33,20 @@ from train.trained_model import export_once
 WORK = cache_dir() / "domain-tuning"
 
 
-def write_tune_pairs(data_dir: Path, domain: str, path: Path) -> Path:
-    """The domain's tune part as ``text_a,text_b,label`` rows (the labelled pairs only)."""
+def write_tune_pairs(data_dir: Path, domain: str, path: Path, scores: bool = True) -> Path:
+    """The domain's tune part as ``text_a,text_b,label,score`` rows (every pair with its gold
+    score, 0-1; the in-between ones without a label), or without ``scores`` as
+    ``text_a,text_b,label`` rows of the labelled pairs only."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["text_a", "text_b", "label"])
+        writer.writerow(["text_a", "text_b", "label"] + (["score"] if scores else []))
         for pair in domain_part(data_dir, domain, "tune"):
-            if pair.label is not None:
-                writer.writerow([pair.sentence1, pair.sentence2, pair.label])
+            label = "" if pair.label is None else pair.label
+            if scores:
+                writer.writerow([pair.sentence1, pair.sentence2, label, f"{pair.score:.4f}"])
+            elif pair.label is not None:
+                writer.writerow([pair.sentence1, pair.sentence2, label])
     return path
 
 
@@ -61,25 +73,45 @@ def main() -> None:
     parser.add_argument("--peer", action="append", help="untuned peers to score (default: "
                         "pretrained:all-MiniLM-L6-v2, pretrained:all-mpnet-base-v2)")
     parser.add_argument("--domain", action="append", choices=list(OOD_DOMAINS))
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--score-share", type=float)
+    parser.add_argument("--epochs", type=int, default=TuneSettings.epochs)
+    parser.add_argument("--labels-only", action="store_true", help="no score column")
+    parser.add_argument("--teacher", help="distilled into a DAN base: a model, or `tuned`")
     args = parser.parse_args()
+    settings = TuneSettings(epochs=args.epochs, learning_rate=args.learning_rate,
+                            score_share=args.score_share)
+    changed = {"lr": args.learning_rate, "share": args.score_share,
+               "epochs": args.epochs if args.epochs != TuneSettings.epochs else None}
+    variant = "".join(f"-{name}{value:g}" for name, value in changed.items() if value is not None)
+    labels = "-labels" if args.labels_only else ""
+    variant += labels + (f"-teacher-{Path(args.teacher).name}" if args.teacher else "")
     data_dir = resolve_data_dir()
     bases = args.base or ["models/accurate", "models/fast"]
     peers = args.peer or ["pretrained:all-MiniLM-L6-v2", "pretrained:all-mpnet-base-v2"]
     rows = []
     for domain in args.domain or list(OOD_DOMAINS):
-        pairs = write_tune_pairs(data_dir, domain, WORK / f"{domain}-tune-pairs.csv")
+        pairs = write_tune_pairs(data_dir, domain, WORK / f"{domain}-tune-pairs{labels}.csv",
+                                 scores=not args.labels_only)
         for model in peers + bases:
             rows.append({"domain": domain, "model": model, "tuned": False,
                          **test_figures(model, data_dir, domain)})
         for base in bases:
-            out = WORK / f"{Path(base).name}-{domain}"
+            out = WORK / f"{Path(base).name}-{domain}{variant}"
             record = {}
             if not (out / "metrics.json").is_file():
                 started = time.perf_counter()
-                record = tune(base, pairs, out, WORK / f"{out.name}.run", TuneSettings(), resume=True)
+                teacher = None
+                if args.teacher and read_model_config(Path(base))["kind"] == "dan":
+                    teacher = str(WORK / f"accurate-{domain}") if args.teacher == "tuned" else args.teacher
+                record = tune(base, pairs, out, WORK / f"{out.name}.run",
+                              dataclasses.replace(settings, teacher=teacher), resume=True)
                 record["seconds"] = round(time.perf_counter() - started, 1)
                 (WORK / f"{out.name}.record.json").write_text(json.dumps(record, indent=2))
-            rows.append({"domain": domain, "model": f"{base} tuned", "tuned": True,
+            held_out = json.loads((out / "metrics.json").read_text())["tune"]
+            print(json.dumps({"domain": domain, "model": out.name, "held_out_before": held_out["before"],
+                              "held_out_after": held_out["after"], "steps": held_out["steps"]}), flush=True)
+            rows.append({"domain": domain, "model": f"{base} tuned{variant}", "tuned": True,
                          **test_figures(str(out), data_dir, domain)})
             if read_model_config(Path(base))["kind"] == "dan":
                 rows.append({"domain": domain, "model": f"{base} + collection words", "tuned": True,
