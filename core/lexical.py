@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.sorted_ids import find_sorted
+
 K1, B = 1.5, 0.75
 _WORD = re.compile(r"\w+")
 # Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET)
@@ -155,10 +157,9 @@ class LexicalIndex:
     def scores_at(self, scores: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Each of ``ids``'s score in ``scores`` (what ``scores`` returned); 0 for an id the
         index lacks."""
-        positions = np.searchsorted(self.doc_ids, np.asarray(ids, dtype=np.int64))
-        return {int(doc): float(scores[position])
-                if position < len(self.doc_ids) and self.doc_ids[position] == doc else 0.0
-                for doc, position in zip(ids, positions, strict=True)}
+        wanted, indexed, positions = find_sorted(self.doc_ids, ids)
+        return {int(doc): float(scores[position]) if held else 0.0
+                for doc, held, position in zip(wanted, indexed, positions, strict=True)}
 
     def top(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``k`` best (question id, score) pairs with a positive score, best first; only ids
