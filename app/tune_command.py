@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,11 @@ import typer
 from app.common import JsonOption, app, exported, print_figures, shipped_models, user_errors
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
+
+
+class ScoreLoss(StrEnum):
+    ranking = "ranking"
+    regression = "regression"
 
 
 @app.command("tune")
@@ -39,8 +45,12 @@ def tune(
     learning_rate: Annotated[float | None, typer.Option(
         help="Default: 3e-5 for a transformer, 1e-3 for a DAN.")] = None,
     score_share: Annotated[float | None, typer.Option(
-        min=0.0, max=1.0, help="Share of the steps that regress cosine on the score column; "
+        min=0.0, max=1.0, help="Share of the steps that learn from the score column; "
                                "default: the scored pairs' share of an epoch's batches.")] = None,
+    score_loss: Annotated[ScoreLoss | None, typer.Option(
+        help="How the score column teaches: ranking orders each batch's pairs as their scores "
+             "do (CoSENT); regression fits the cosine to the score. Default: ranking for a "
+             "transformer, regression for a DAN.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
                                                  show_default="OUT.run")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
@@ -61,7 +71,8 @@ def tune(
             from train.pair_tuning import tune as tune_model
 
             settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                    score_share=score_share, teacher=teacher)
+                                    score_share=score_share, teacher=teacher,
+                                    score_loss=score_loss.value if score_loss else None)
             record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
                                 settings, dev, resume=resume, show_progress=not as_json)
         exported(str(out))

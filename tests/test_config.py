@@ -29,6 +29,7 @@ def test_committed_config_parses_and_its_data_exists(data_dir, path):
     ({"seed": 1}, "needs a name"),
     ({"name": "x", "model": {"kind": "rnn"}}, "unknown model kind"),
     ({"name": "x", "training": {"stepz": 3}}, "unknown keys"),
+    ({"name": "x", "training": {"sts_loss": "cosent"}}, "unknown sts_loss 'cosent'"),
     ({"name": "x", "data": {"distill_conversations": ["redit"]}}, "unknown conversation files"),
     ({"name": "x", "data": {"distill_in_domain": ["pair"]}}, "distill_in_domain: unknown"),
     ({"name": "x", "model": {"teacher_init": True}}, "teacher_init needs"),

@@ -6,6 +6,7 @@ import torch
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
+    cosine_ranking_loss,
     cosine_regression_loss,
     cse_margin_loss,
     embedding_pull,
@@ -112,3 +113,23 @@ def test_cosine_regression_loss_matches_the_formula():
     # cosines 0 and 1 against gold 0.4 and 0.8
     expected = ((0 - 0.4) ** 2 + (1 - 0.8) ** 2) / 2
     assert float(cosine_regression_loss(first, second, torch.tensor([0.4, 0.8]))) == pytest.approx(expected)
+
+
+def test_cosine_ranking_loss_matches_the_formula():
+    first = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    second = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    cosines = torch.tensor([1.0, 0.0, 2 ** -0.5])
+    scores = torch.tensor([0.2, 0.9, 0.5])  # wanted order: pair 1 above 2 above 0
+    wrong = [(1, 0), (1, 2), (2, 0)]  # (above, below)
+    expected = torch.log(1 + sum(torch.exp(10.0 * (cosines[j] - cosines[i])) for i, j in wrong))
+    assert float(cosine_ranking_loss(first, second, scores, scale=10.0)) == pytest.approx(float(expected))
+
+
+def test_cosine_ranking_loss_ignores_tied_scores_and_falls_when_the_order_comes_right():
+    first = torch.eye(2)
+    tied = cosine_ranking_loss(first, torch.eye(2).flip(0), torch.tensor([0.5, 0.5]))
+    assert float(tied) == pytest.approx(0.0)  # log(1 + nothing)
+    scores = torch.tensor([0.9, 0.1])  # pair 0 should have the higher cosine
+    right = cosine_ranking_loss(first, torch.tensor([[1.0, 0.0], [1.0, 0.0]]), scores)  # cosines 1, 0
+    wrong = cosine_ranking_loss(first, torch.tensor([[0.0, 1.0], [0.0, 1.0]]), scores)  # cosines 0, 1
+    assert float(right) < 0.01 < 19 < float(wrong)

@@ -11,7 +11,7 @@ import pytest
 from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
 from core.pair_files import read_labelled_pairs
 from tests.helpers import assert_one_line_error, index, invoke, make_tiny_model
-from train.pair_tuning import EpochPlan, TuneSettings, epoch_plan, split_dev, training_data
+from train.pair_tuning import EpochPlan, TuneSettings, epoch_plan, split_dev, training_data, tune_config
 
 TOPICS = ["visa", "car", "pizza", "school", "flight", "rent", "salary", "beach", "doctor", "phone"]
 
@@ -68,7 +68,16 @@ def test_scores_are_rescaled_over_the_file_and_a_row_without_a_label_is_scored_o
     assert [(p.label, p.score) for p in read] == [(None, 0.0), (None, 0.5), (None, 1.0)]
 
 
-def test_scored_pairs_become_the_regression_task_with_its_share_of_the_steps(tmp_path):
+@pytest.mark.parametrize(("kind", "settings", "loss"), [
+    ("transformer", TuneSettings(), "ranking"), ("pretrained", TuneSettings(), "ranking"),
+    ("dan", TuneSettings(), "regression"), ("dan", TuneSettings(score_loss="ranking"), "ranking"),
+    ("transformer", TuneSettings(score_loss="regression"), "regression")])
+def test_scores_are_learned_by_rank_in_a_transformer_and_by_regression_in_a_dan(kind, settings, loss):
+    config = tune_config("models/base", kind, EpochPlan(7, 5 / 7, 0.0), settings)
+    assert config.training.sts_loss == loss and config.training.sts_ratio == 5 / 7
+
+
+def test_scored_pairs_become_the_scored_pairs_task_with_its_share_of_the_steps(tmp_path):
     pairs = read_labelled_pairs(write_scored_pairs(tmp_path / "pairs.csv", 32))
     data = training_data(pairs)
     assert len(data.pairs) == 32 and len(data.sts) == 80  # 32 alike, 32 + 16 scored only / not alike
@@ -139,16 +148,18 @@ def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, ti
 
 
 @pytest.mark.slow
-def test_tune_on_scored_pairs_measures_pearson_r_and_regresses_on_the_scores(tmp_path, tiny_model):
+@pytest.mark.parametrize("score_loss", ["ranking", "regression"])
+def test_tune_on_scored_pairs_measures_pearson_r_and_learns_from_the_scores(tmp_path, tiny_model, score_loss):
     pairs = write_scored_pairs(tmp_path / "pairs.csv", 200)
     result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "tuned", "--epochs", "2",
-                    "--learning-rate", "0.01", "--json")
+                    "--learning-rate", "0.01", "--score-loss", score_loss, "--json")
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     before, after = record["before"], record["after"]
     assert before["dev_score"] == pytest.approx((before["dev_ranking_accuracy"] + before["dev_pearson"]) / 2)
     assert after["dev_pearson"] > before["dev_pearson"] and after["dev_score"] > before["dev_score"]
     assert record["scored_pairs"] > record["train_pairs"] and 0 < record["score_share"] < 1
+    assert record["score_loss"] == score_loss
     log = [json.loads(line) for line in (tmp_path / "tuned.run" / "metrics.jsonl").read_text().splitlines()]
     assert {"sts", "response"} <= {entry.get("task") for entry in log}
 

@@ -96,8 +96,10 @@ class TrainingConfig:
     # response head ff(r) = r + W2 tanh(W1 r), W2 starting at zero: scores start as the
     # encoder's own dot products, which keeps a pretrained encoder's geometry at the start
     residual_response_head: bool = False
-    # share of steps that regress cosine on scored pairs (stsb_train, or `tune`'s score column)
+    # share of steps that learn from scored pairs (stsb_train, or `tune`'s score column): the
+    # cosine regressed on the score, or (ranking) each batch's cosines ordered as its scores (CoSENT)
     sts_ratio: float = 0.0
+    sts_loss: str = "regression"  # regression | ranking
     # share of steps that are listwise distillation batches (batch_size // listwise_candidates
     # questions, each with its candidates; the cosines scaled by distill_scale)
     listwise_ratio: float = 0.0
@@ -203,6 +205,8 @@ def parse_config(values: dict[str, Any], where: str = "config") -> TrainConfig:
         raise ConfigError(f"{where}: unknown model kind {config.model.kind!r}")
     if config.training.objective not in ("response", "cse"):
         raise ConfigError(f"{where}: unknown objective {config.training.objective!r}")
+    if config.training.sts_loss not in ("regression", "ranking"):
+        raise ConfigError(f"{where}: unknown sts_loss {config.training.sts_loss!r} (regression | ranking)")
     if config.training.sparse_embeddings and config.model.kind == "pretrained":
         raise ConfigError(f"{where}: sparse_embeddings applies to encoders trained from scratch")
     distills = config.training.distill_ratio > 0

@@ -106,6 +106,18 @@ def cosine_regression_loss(first: torch.Tensor, second: torch.Tensor,
     return F.mse_loss(F.cosine_similarity(first, second, dim=-1), scores)
 
 
+def cosine_ranking_loss(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor,
+                        scale: float = 20.0) -> torch.Tensor:
+    """CoSENT (Su 2022): log(1 + sum of exp(scale (cos_j - cos_i))) over the batch's pairs of
+    pairs where pair i's gold score is above pair j's. It asks only that cosines order the pairs
+    as the scores do, which is what pair ranking accuracy and correlation measure, not that
+    they equal the scores (the regression's stricter, less attainable ask)."""
+    cosines = F.cosine_similarity(first, second, dim=-1) * scale
+    above = scores[:, None] > scores[None, :]  # [i, j]: pair i should have the higher cosine
+    differences = (cosines[None, :] - cosines[:, None])[above]
+    return torch.logsumexp(torch.cat([differences.new_zeros(1), differences]), dim=0)
+
+
 def hardest_negatives(similarity: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     """For each row i, the column other than ``positives[i]`` with the highest similarity."""
     masked = similarity.clone()

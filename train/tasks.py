@@ -28,6 +28,7 @@ from train.modules import EncoderModule, VocabularyModule
 from train.objectives import (
     NliHead,
     ResponseSelectionHead,
+    cosine_ranking_loss,
     cosine_regression_loss,
     cse_margin_loss,
     embedding_pull,
@@ -241,11 +242,16 @@ class ListwiseDistillation(Task[int]):
         return listwise_loss(queries, candidates, labels.to(queries.device), self.scale)
 
 
-class StsRegression(Task[StsPair]):
-    """Scored sentence pairs: cosine regressed on the gold score scaled to [0, 1] (STS_SCALE)."""
+class ScoredPairs(Task[StsPair]):
+    """Scored sentence pairs, the gold score scaled to [0, 1] (STS_SCALE): the cosine regressed on
+    it, or (``ranking``) the batch's pairs ordered by it (``cosine_ranking_loss``)."""
 
     name = stream = "sts"
     salt = 3
+
+    def __init__(self, items: Sequence[StsPair], batch_size: int, share: float, ranking: bool) -> None:
+        super().__init__(items, batch_size, share)
+        self.pair_loss = cosine_ranking_loss if ranking else cosine_regression_loss
 
     def batch(self, indices: list[int]) -> Batch:
         chosen = [self.items[i] for i in indices]
@@ -256,7 +262,7 @@ class StsRegression(Task[StsPair]):
              labels: torch.Tensor | None, step: int) -> torch.Tensor:
         assert labels is not None
         a, b = model.encoder.embed(first), model.encoder.embed(second)
-        return cosine_regression_loss(a, b, labels.to(a.device))
+        return self.pair_loss(a, b, labels.to(a.device))
 
 
 def training_model(encoder: EncoderModule, training: TrainingConfig,
@@ -286,7 +292,8 @@ def training_tasks(training: TrainingConfig, data: TrainingData, encoder: Encode
         auxiliary.append(Distillation(inputs.distill_texts, inputs.distill_vectors, inputs.distill_rows,
                                       training.batch_size, training.distill_ratio,
                                       training.distill_scale))
-    auxiliary.append(StsRegression(data.sts, training.batch_size, training.sts_ratio))
+    auxiliary.append(ScoredPairs(data.sts, training.batch_size, training.sts_ratio,
+                                 ranking=training.sts_loss == "ranking"))
     if inputs.listwise is not None:
         auxiliary.append(ListwiseDistillation(inputs.listwise, training.batch_size,
                                               training.listwise_ratio, training.distill_scale))

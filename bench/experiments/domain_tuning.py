@@ -5,7 +5,8 @@ models and the untuned bases and peers are scored on the test parts (exported en
 queries run). Tuned models go under $ASKALIKE_CACHE/domain-tuning (kept: a rerun only scores).
 
     python -m bench.experiments.domain_tuning [--base models/accurate --base models/fast] [--peer ...]
-        [--learning-rate LR] [--score-share S] [--epochs N] [--labels-only] [--teacher MODEL|tuned]
+        [--learning-rate LR] [--score-share S] [--score-loss ranking|regression] [--epochs N]
+        [--seed N] [--labels-only] [--teacher MODEL|tuned]
 
 ``--labels-only`` writes the labelled pairs alone, without the score column (``tune`` before
 graded pairs); ``--teacher`` is distilled into a DAN base (``tuned``: the domain's
@@ -75,16 +76,20 @@ def main() -> None:
     parser.add_argument("--domain", action="append", choices=list(OOD_DOMAINS))
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--score-share", type=float)
+    parser.add_argument("--score-loss", choices=["regression", "ranking"], help="default: by the base's kind")
     parser.add_argument("--epochs", type=int, default=TuneSettings.epochs)
+    parser.add_argument("--seed", type=int, default=TuneSettings.seed)
     parser.add_argument("--labels-only", action="store_true", help="no score column")
     parser.add_argument("--teacher", help="distilled into a DAN base: a model, or `tuned`")
     args = parser.parse_args()
     settings = TuneSettings(epochs=args.epochs, learning_rate=args.learning_rate,
-                            score_share=args.score_share)
+                            score_share=args.score_share, score_loss=args.score_loss, seed=args.seed)
     changed = {"lr": args.learning_rate, "share": args.score_share,
-               "epochs": args.epochs if args.epochs != TuneSettings.epochs else None}
+               "epochs": args.epochs if args.epochs != TuneSettings.epochs else None,
+               "seed": args.seed if args.seed != TuneSettings.seed else None}
     variant = "".join(f"-{name}{value:g}" for name, value in changed.items() if value is not None)
     labels = "-labels" if args.labels_only else ""
+    variant += f"-{args.score_loss}" if args.score_loss else ""
     variant += labels + (f"-teacher-{Path(args.teacher).name}" if args.teacher else "")
     data_dir = resolve_data_dir()
     bases = args.base or ["models/accurate", "models/fast"]
