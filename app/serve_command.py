@@ -54,7 +54,8 @@ def serve(
         settings = ServerSettings(str(index_dir.resolve()), database, exported(model) if model else None,
                                   str(api_keys.resolve()) if api_keys else None, read_needs_key,
                                   tuple(cors_origin or ()),
-                                  Limits(max_body_bytes, max_query_chars, max_k, max_batch))
+                                  Limits(max_body_bytes, max_query_chars, max_k, max_batch),
+                                  load_before_accepting=workers > 1)
         open_index(index_dir, database).close()  # a missing or damaged index: one line, before binding
         keys = read_keys(settings)
     stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "

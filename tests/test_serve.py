@@ -4,6 +4,7 @@ application; the tiny model keeps it fast)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from helpers import collection, index, write_jsonl
@@ -204,6 +205,22 @@ def test_reads_need_a_key_when_told(built, tmp_path):
         assert client.post("/search", json={"queries": ["visa"]}, headers=WRONG).status_code == 401
         assert client.post("/search", json={"queries": ["visa"]}, headers=WRITE).status_code == 200
         assert client.get("/health").status_code == client.get("/ready").status_code == 200
+
+
+def test_a_worker_of_several_has_its_index_loaded_before_it_takes_a_request(built, monkeypatch):
+    """serve --workers N: the workers share one socket and uvicorn accepts once the lifespan has
+    started, so that no request reaches a worker still loading (a lone worker loads in the
+    background and says so on /ready). The load is slowed so that a background one would
+    still be running at the first request."""
+    from fastapi.testclient import TestClient
+
+    from app.server.api import ServedIndex, create_app
+
+    load = ServedIndex.load
+    monkeypatch.setattr(ServedIndex, "load", lambda self: (time.sleep(2), load(self)))
+    with TestClient(create_app(ServerSettings(str(built[0]), load_before_accepting=True))) as client:
+        ready = client.get("/ready")  # the first request, with no wait before it
+        assert ready.status_code == 200 and ready.json()["questions"] == 200
 
 
 def test_writes_are_off_without_keys(built, tmp_path, monkeypatch):

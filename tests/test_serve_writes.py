@@ -122,3 +122,36 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
         with live.searching() as searcher:
             assert searcher.search("visa", 3)
     assert len(opened) == 4 and caplog.text.count("cannot open the index's new state") == 3
+
+
+@pytest.mark.reliability("a server starts loading while a write commits: it reads the manifest just "
+                         "before the writer replaces it and removes the files it named",
+                         "the server opens the new state and answers; a state that fails to open "
+                         "while its manifest stays the same is refused as damaged")
+def test_a_first_state_caught_mid_write_is_opened_again(built):
+    from indexer.layout import IndexDirectoryError
+    from retrieval.live import LiveSearcher
+    from retrieval.searcher import Searcher
+
+    index_dir = built[0]
+    manifest = index_dir / "manifest.json"
+    opened: list[object] = []
+
+    def caught_mid_write(encoder):
+        opened.append(encoder)
+        if len(opened) == 1:  # the writer commits: a new manifest, the old files gone
+            manifest.write_bytes(manifest.read_bytes() + b"\n")
+            raise IndexDirectoryError("lexical-00000001.npz: missing")
+        return Searcher(index_dir)
+
+    live = LiveSearcher(index_dir, caught_mid_write)
+    with live.searching() as searcher:
+        assert searcher.search("visa", 3)
+    assert len(opened) == 2
+    live.close()
+
+    def damaged(encoder):
+        raise IndexDirectoryError("faiss-00000001.index: checksum does not match")
+
+    with pytest.raises(IndexDirectoryError, match="checksum"):
+        LiveSearcher(index_dir, damaged)

@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from app.server.security import BodyLimit, KeyChecker, public_message
@@ -120,7 +121,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        threading.Thread(target=loaded.load, name="askalike-load", daemon=True).start()
+        if settings.load_before_accepting:  # uvicorn accepts once the lifespan has started
+            await run_in_threadpool(loaded.load)
+        else:
+            threading.Thread(target=loaded.load, name="askalike-load", daemon=True).start()
         yield
         if loaded.live is not None:
             loaded.live.close()

@@ -40,6 +40,10 @@ class ServerSettings:
     read_needs_key: bool = False  # searches and reads too need a key (writes always do)
     cors_origins: tuple[str, ...] = ()  # none: no CORS headers (browsers allow same origin only)
     limits: Limits = field(default_factory=Limits)
+    # load the index before taking connections (serve --workers N > 1): the workers share one
+    # socket, so that none of them is handed a request while it still loads; a lone worker loads
+    # in the background instead, so that /health answers at once
+    load_before_accepting: bool = False
 
     def to_environment(self) -> str:
         return json.dumps(asdict(self))
