@@ -148,3 +148,45 @@ def sts_summary(figures: Mapping[str, Any], model: str) -> list[str]:
     return [f"STS Benchmark {figures['split']} ({how}), {model_label(model)}: Pearson r "
             f"{figures['pearson']:.3f}, Spearman {figures['spearman']:.3f} over {figures['n']:,} pairs",
             f"Pearson r by genre: {genres}"]
+
+
+_HELD_OUT_FIGURES = (("dev_ranking_accuracy", "pair ranking accuracy", "{:.4f}"),
+                     ("dev_pearson", "Pearson r", "{:.3f}"),
+                     ("dev_top1", "alike partner nearest", "{:.1%}"))
+
+
+def tune_summary(record: Mapping[str, Any], out: str) -> list[str]:
+    """What was learned from what, the held-out figures before and after, and where the model is."""
+    learned = [plural(record["train_pairs"], "alike pair")]
+    if record["hard_negatives"]:
+        learned.append(f"{record['hard_negatives']:,} not-alike as hard negatives")
+    if record["scored_pairs"]:
+        how = "by rank" if record["score_loss"] == "ranking" else "by regression"
+        learned.append(f"{plural(record['scored_pairs'], 'scored pair')} {how}")
+    if record["teacher"]:
+        texts = plural(record["distilled_texts"], "text")
+        learned.append(f"{model_label(record['teacher'])}'s vectors of {texts}")
+    before, after = record["before"], record["after"]
+    held_out = f"--dev {Path(record['dev_file']).name}" if record["dev_file"] else "10% of the pairs"
+    lines = [f"tuned {model_label(record['base'])} on {Path(record['pairs_file']).name} in "
+             f"{plural(record['steps'], 'step')}: {', '.join(learned)}",
+             f"held out ({held_out}: {plural(before['dev_pairs'], 'pair')}), before -> after:"]
+    for key, name, shown in _HELD_OUT_FIGURES:
+        if key in before:
+            lines.append(f"  {name:<22} {shown.format(before[key])} -> {shown.format(after[key])}")
+    if after["dev_score"] <= before["dev_score"]:
+        lines.append("no epoch raised the held-out figures: the new model keeps the base's weights")
+    return [*lines, f"saved {out}: use it with `askalike index FILE --model {out}`"]
+
+
+def adapt_summary(record: Mapping[str, Any], out: str) -> list[str]:
+    """The words a DAN's vocabulary gained from a collection, and where the model is."""
+    if not record["new_words"]:
+        return [f"{model_label(record['base'])}'s vocabulary already holds the frequent words of "
+                f"{plural(record['collection_texts'], 'text')}: nothing to add",
+                f"saved {out}, the same model: use it with `askalike index FILE --model {out}`"]
+    examples = ", ".join(record["examples"][:10])
+    return [f"gave {model_label(record['base'])} {plural(record['new_words'], 'new word')} of "
+            f"{plural(record['collection_texts'], 'text')}, their rows from {model_label(record['teacher'])}"
+            + (f": {examples}" + (" ..." if record["new_words"] > 10 else "") if examples else ""),
+            f"saved {out}: use it with `askalike index FILE --model {out}`"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from app.common import JsonOption, app, exported, print_figures, shipped_models, user_errors
+from app.common import JsonOption, app, exported, print_lines, shipped_models, user_errors
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
 
@@ -59,7 +60,7 @@ def tune(
     """Fine-tune BASE on your own pairs (or give a DAN your collection's words) and save a
     complete model directory (ONNX export included) that `index --model OUT` and every other
     `--model` take;
-    prints the dev figures before and after."""
+    prints what it learned from and the held-out figures before and after (--json: every detail)."""
     with user_errors():
         if (pairs is None) == (collection is None):
             raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
@@ -76,7 +77,12 @@ def tune(
             record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
                                 settings, dev, resume=resume, show_progress=not as_json)
         exported(str(out))
-    print_figures(f"Tuned {base} -> {out}", {"model": str(out), **record}, as_json)
+    if as_json:
+        typer.echo(json.dumps({"model": str(out), **record}))
+    else:
+        from app.summaries import adapt_summary, tune_summary
+
+        print_lines((tune_summary if pairs is not None else adapt_summary)(record, str(out)))
 
 
 def _adapt(base: str, collection: Path, out: Path, teacher: str, show_progress: bool) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -245,3 +246,35 @@ def test_eval_domains_reports_each_domain_and_caches_the_vectors(tmp_path, monke
     assert len(list((tmp_path / "cache" / "ood").glob("*.npy"))) == len(OOD_DOMAINS)
     again = invoke("eval", "domains", "--model", tiny_model, "--data-dir", data_dir, "--json")
     assert json.loads(again.stdout) == figures
+
+
+@pytest.mark.slow
+def test_tune_tells_a_person_what_it_learned_the_figures_and_what_to_run_next(tmp_path, tiny_model):
+    from test_summaries import lines_of
+
+    out = tmp_path / "tuned"
+    lines = lines_of(invoke("tune", tiny_model, "--pairs", write_scored_pairs(tmp_path / "pairs.csv", 200),
+                            "--out", out, "--epochs", "1", "--learning-rate", "0.01"))
+    assert re.fullmatch(rf"tuned {re.escape(str(tiny_model))} on pairs\.csv in \d+ steps: [\d,]+ alike "
+                        r"pairs, [\d,]+ not-alike as hard negatives, [\d,]+ scored pairs by regression",
+                        lines[0]), lines[0]
+    assert re.fullmatch(r"held out \(10% of the pairs: \d+ pairs\), before -> after:", lines[1])
+    assert [line.split()[0] for line in lines[2:5]] == ["pair", "Pearson", "alike"]
+    assert all(re.search(r"\d%? -> \d", line) for line in lines[2:5])
+    assert lines[-1] == f"saved {out}: use it with `askalike index FILE --model {out}`"
+
+
+def test_adapting_to_a_collection_names_the_new_words(tmp_path, tiny_model):
+    from test_summaries import lines_of
+
+    source = tmp_path / "desk.csv"
+    source.write_text("id,subject,body\n" + "".join(f"q{i},kerberos ticket {i},renew the kerberos ticket\n"
+                                                     for i in range(5)))
+    lines = lines_of(invoke("tune", tiny_model, "--collection", source, "--out", tmp_path / "adapted",
+                            "--teacher", tiny_model))
+    assert lines[0].startswith(f"gave {tiny_model} 3 new words of 5 texts, their rows from {tiny_model}: ")
+    words = set(lines[0].split(": ")[1].split(", "))
+    assert len(words) == 3 and {"kerberos", "ticket"} < words  # and one more the tiny vocabulary lacks
+    again = lines_of(invoke("tune", tmp_path / "adapted", "--collection", source, "--out", tmp_path / "again",
+                            "--teacher", tiny_model))
+    assert again[0].endswith("already holds the frequent words of 5 texts: nothing to add")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from rich.console import Console
 from rich.progress import (
     MofNCompleteColumn,
     Progress,
@@ -155,7 +156,7 @@ def teacher_vectors(teacher: str, texts: Sequence[str], cache_dir: Path, prefix:
         encoder = exact_teacher(teacher, cache_dir)
         columns = (*Progress.get_default_columns()[:-1], MofNCompleteColumn(), TextColumn("texts"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-        with Progress(*columns, disable=not show_progress) as progress:
+        with Progress(*columns, console=Console(stderr=True), disable=not show_progress) as progress:
             done = len(texts) - sum(len(texts[i * CHUNK : (i + 1) * CHUNK]) for i, _ in missing)
             bar = progress.add_task(f"teacher {teacher}", total=len(texts), completed=done)
             for index, path in missing:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 import torch.distributed as dist
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
@@ -330,7 +331,8 @@ class Trainer:
         streams = self._streams()
         columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                    TextColumn("{task.fields[status]}"), TimeRemainingColumn())
-        with Progress(*columns, disable=not show_progress or self.rank != 0) as progress:
+        with Progress(*columns, console=Console(stderr=True),  # stdout holds only results
+                      disable=not show_progress or self.rank != 0) as progress:
             bar = progress.add_task(self.config.name, total=training.steps,
                                     completed=self.state.step, status="")
             while self.state.step < training.steps:
