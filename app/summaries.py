@@ -156,14 +156,16 @@ _HELD_OUT_FIGURES = (("dev_ranking_accuracy", "pair ranking accuracy", "{:.4f}")
 
 
 def tune_summary(record: Mapping[str, Any], out: str) -> list[str]:
-    """What was learned from what, the held-out figures before and after, and where the model is."""
+    """What was learned from what, the held-out figures before and after, and where the model is.
+    A record of a run finished before scores, teachers or the ranking loss existed (``--resume``
+    returns it) lacks their keys: scores were regressed on then."""
     learned = [plural(record["train_pairs"], "alike pair")]
     if record["hard_negatives"]:
         learned.append(f"{record['hard_negatives']:,} not-alike as hard negatives")
-    if record["scored_pairs"]:
-        how = "by rank" if record["score_loss"] == "ranking" else "by regression"
+    if record.get("scored_pairs"):
+        how = "by rank" if record.get("score_loss") == "ranking" else "by regression"
         learned.append(f"{plural(record['scored_pairs'], 'scored pair')} {how}")
-    if record["teacher"]:
+    if record.get("teacher"):
         texts = plural(record["distilled_texts"], "text")
         learned.append(f"{model_label(record['teacher'])}'s vectors of {texts}")
     before, after = record["before"], record["after"]
@@ -185,8 +187,8 @@ def adapt_summary(record: Mapping[str, Any], out: str) -> list[str]:
         return [f"{model_label(record['base'])}'s vocabulary already holds the frequent words of "
                 f"{plural(record['collection_texts'], 'text')}: nothing to add",
                 f"saved {out}, the same model: use it with `askalike index FILE --model {out}`"]
-    examples = ", ".join(record["examples"][:10])
+    examples = ", ".join(record["examples"][:10]) + (" ..." if record["new_words"] > 10 else "")
     return [f"gave {model_label(record['base'])} {plural(record['new_words'], 'new word')} of "
-            f"{plural(record['collection_texts'], 'text')}, their rows from {model_label(record['teacher'])}"
-            + (f": {examples}" + (" ..." if record["new_words"] > 10 else "") if examples else ""),
+            f"{plural(record['collection_texts'], 'text')}, their rows from "
+            f"{model_label(record['teacher'])}: {examples}",
             f"saved {out}: use it with `askalike index FILE --model {out}`"]

@@ -28,6 +28,7 @@ from retrieval.searcher import Searcher
 
 log = logging.getLogger(__name__)
 
+FIRST_OPEN_TRIES = 5  # commits that may each catch the first open mid-write before it gives up
 ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
 
 
@@ -95,9 +96,9 @@ class LiveSearcher:
 
     def _first_state(self) -> tuple[ManifestState, Searcher]:
         """The committed state and its searcher. A state caught mid-write (its manifest read
-        just before a writer replaced it and removed the files it named) is opened again; a
-        failure while the manifest stays the same is the index's own."""
-        while True:
+        just before a writer replaced it and removed the files it named) is opened again, up to
+        FIRST_OPEN_TRIES times; a failure while the manifest stays the same is the index's own."""
+        for _ in range(FIRST_OPEN_TRIES - 1):
             state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
             try:
                 return state, self._open(None)
@@ -105,6 +106,7 @@ class LiveSearcher:
                 if manifest_state(self.index_dir) == state:
                     raise
                 log.info("the index changed while its state opened; opening the new one")
+        return manifest_state(self.index_dir), self._open(None)  # the last try fails as it fails
 
     @property
     def encoder(self) -> Encoder:

@@ -278,3 +278,13 @@ def test_adapting_to_a_collection_names_the_new_words(tmp_path, tiny_model):
     again = lines_of(invoke("tune", tmp_path / "adapted", "--collection", source, "--out", tmp_path / "again",
                             "--teacher", tiny_model))
     assert again[0].endswith("already holds the frequent words of 5 texts: nothing to add")
+
+
+def test_the_summary_reads_the_record_of_a_run_from_before_scores_and_teachers():
+    """``tune --resume`` of a run that had ended returns its record as it was written."""
+    from app.summaries import tune_summary
+
+    figures = {"dev_pairs": 40, "dev_ranking_accuracy": 0.9, "dev_top1": 0.5, "dev_score": 0.9}
+    old = {"base": "models/fast", "pairs_file": "runs/pairs.csv", "dev_file": None, "train_pairs": 300,
+           "hard_negatives": 0, "steps": 90, "before": figures, "after": {**figures, "dev_score": 0.95}}
+    assert tune_summary(old, "my-model")[0] == "tuned models/fast on pairs.csv in 90 steps: 300 alike pairs"

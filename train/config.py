@@ -58,7 +58,7 @@ class DataConfig:
     # those hard negatives read instead from a TSV of (original question id, negative text) rows,
     # best first, e.g. BM25's hits among the other train questions (python -m train.bm25_negatives)
     cqa_hard_negatives_from: str = ""
-    stsb_train: bool = False  # the STS Benchmark train split's scored pairs (cosine regression)
+    stsb_train: bool = False  # the STS Benchmark train split's scored pairs ([training] sts_loss)
     # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
     # distinct texts drawn from the training pairs and NLI sentences
     distill_teacher: str = ""

@@ -109,9 +109,9 @@ def cosine_regression_loss(first: torch.Tensor, second: torch.Tensor,
 def cosine_ranking_loss(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor,
                         scale: float = 20.0) -> torch.Tensor:
     """CoSENT (Su 2022): log(1 + sum of exp(scale (cos_j - cos_i))) over the batch's pairs of
-    pairs where pair i's gold score is above pair j's. It asks only that cosines order the pairs
-    as the scores do, which is what pair ranking accuracy and correlation measure, not that
-    they equal the scores (the regression's stricter, less attainable ask)."""
+    pairs where pair i's gold score is above pair j's. It asks that cosines order the pairs as
+    the scores do, which is what pair ranking accuracy measures (and rank correlation), not that
+    they equal the scores (the regression's stricter ask)."""
     cosines = F.cosine_similarity(first, second, dim=-1) * scale
     above = scores[:, None] > scores[None, :]  # [i, j]: pair i should have the higher cosine
     differences = (cosines[None, :] - cosines[:, None])[above]

@@ -52,8 +52,8 @@ class TuneSettings:
     epochs: int = 3  # at most; tuning stops earlier when the dev figure stops rising
     batch_size: int | None = None  # default: by the base's kind (see _kind_defaults)
     learning_rate: float | None = None  # default: by the base's kind
-    # of the steps, those that regress on the scores; default: the scored pairs' share of the
-    # batches of an epoch (one epoch: every alike pair ranked once, every scored pair regressed once)
+    # of the steps, those that learn from the scores; default: the scored pairs' share of the
+    # batches of an epoch (one epoch: every alike pair and every scored pair in a batch once)
     score_share: float | None = None
     score_loss: str | None = None  # ranking | regression (TrainingConfig.sts_loss); default: by kind
     teacher: str | None = None  # a DAN base distills it on the training texts (a model or pretrained:NAME)
@@ -155,10 +155,14 @@ def batch_size(kind: str, settings: TuneSettings) -> int:
     return settings.batch_size or _kind_defaults(kind)[0]
 
 
+def score_loss(kind: str, settings: TuneSettings) -> str:
+    return settings.score_loss or _kind_defaults(kind)[2]
+
+
 @dataclass(frozen=True)
 class EpochPlan:
-    """One epoch: every full batch of alike pairs ranked, of scored pairs regressed and of
-    teacher texts distilled once, each auxiliary task drawn for its share of the steps."""
+    """One epoch: every full batch of alike pairs, of scored pairs and of teacher texts once,
+    each auxiliary task drawn for its share of the steps."""
 
     steps: int
     score_share: float
@@ -167,7 +171,7 @@ class EpochPlan:
 
 def epoch_plan(ranked: int, scored: int, distilled: int, settings: TuneSettings) -> EpochPlan:
     """The plan for these counts of full batches: each task's share is its batches' share
-    (``settings.score_share`` overrides the regression's); without a batch of alike pairs the
+    (``settings.score_share`` overrides the scored pairs'); without a batch of alike pairs the
     auxiliary tasks share all the steps (the response objective is never drawn)."""
     steps = ranked + scored + distilled
     score = scored / steps if settings.score_share is None or not scored else settings.score_share
@@ -180,7 +184,7 @@ def epoch_plan(ranked: int, scored: int, distilled: int, settings: TuneSettings)
 def tune_config(base: str, kind: str, plan: EpochPlan, settings: TuneSettings,
                 distill_from: Path | None = None) -> TrainConfig:
     """The trainer's config: start from ``base``, the response objective (with the plan's
-    shares of regression and, from the texts under ``distill_from``, distillation), an
+    shares of scored pairs and, from the texts under ``distill_from``, distillation), an
     evaluation (and checkpoint) at each epoch's end."""
     vocabulary_kind = kind not in ("pretrained", "transformer")
     distills = distill_from is not None and plan.distill_share > 0
@@ -196,7 +200,7 @@ def tune_config(base: str, kind: str, plan: EpochPlan, settings: TuneSettings,
             steps=settings.epochs * plan.steps, batch_size=batch_size(kind, settings),
             learning_rate=settings.learning_rate or _kind_defaults(kind)[1],
             sparse_embeddings=kind == "dan", sts_ratio=plan.score_share,
-            sts_loss=settings.score_loss or _kind_defaults(kind)[2],
+            sts_loss=score_loss(kind, settings),
             distill_ratio=plan.distill_share if distills else 0.0,
             eval_every=plan.steps, checkpoint_every=max(1, plan.steps // 2),
             log_every=max(1, plan.steps // 4),

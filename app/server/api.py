@@ -60,8 +60,12 @@ class ServedIndex:
             def open_searcher(encoder: Any) -> Searcher:
                 searcher = Searcher(index_dir, settings.database, settings.model, encoder=encoder,
                                     threads=SEARCH_THREADS, remember_stored=True)
-                if searcher.index.manifest.lexical_file:  # read now, not by the first search
-                    _ = searcher.lexical
+                try:
+                    if searcher.index.manifest.lexical_file:  # read now, not by the first search
+                        _ = searcher.lexical
+                except BaseException:
+                    searcher.close()
+                    raise
                 return searcher
 
             self.live = LiveSearcher(index_dir, open_searcher)
@@ -121,7 +125,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if settings.load_before_accepting:  # uvicorn accepts once the lifespan has started
+        if settings.load_before_accepting:  # uvicorn accepts once the lifespan's startup is done
             await run_in_threadpool(loaded.load)
         else:
             threading.Thread(target=loaded.load, name="askalike-load", daemon=True).start()

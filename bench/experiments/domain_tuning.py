@@ -28,7 +28,7 @@ from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, cache_dir, read_model_config, weights_fingerprint
 from core.ood_evaluation import OOD_DOMAINS, PARTS, CachedEncoder, domain_part, evaluate_pairs
 from train.collection_adaptation import adapt_to_collection
-from train.pair_tuning import TuneSettings, tune
+from train.pair_tuning import TuneSettings, score_loss, tune
 from train.trained_model import export_once
 
 WORK = cache_dir() / "domain-tuning"
@@ -114,6 +114,11 @@ def main() -> None:
                 record["seconds"] = round(time.perf_counter() - started, 1)
                 (WORK / f"{out.name}.record.json").write_text(json.dumps(record, indent=2))
             held_out = json.loads((out / "metrics.json").read_text())["tune"]
+            asked = score_loss(read_model_config(Path(base))["kind"], settings)
+            kept = held_out.get("score_loss", "regression")  # runs before the ranking loss regressed
+            if held_out["scored_pairs"] and kept != asked:
+                raise SystemExit(f"{out} was tuned with scores by {kept}, not by {asked} as asked: "
+                                 f"remove it (and {out.name}.run) to tune it again")
             print(json.dumps({"domain": domain, "model": out.name, "held_out_before": held_out["before"],
                               "held_out_after": held_out["after"], "steps": held_out["steps"]}), flush=True)
             rows.append({"domain": domain, "model": f"{base} tuned{variant}", "tuned": True,
