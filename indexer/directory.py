@@ -14,6 +14,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from core.lexical import LexicalIndex
 from core.loader import load_encoder
 from core.model_dir import EncoderIdentity, pretrained_name, weights_fingerprint
 from core.text import join_subject_body
@@ -72,6 +73,7 @@ class OpenIndex:
     manifest: Manifest
     store: Store
     faiss: faiss.Index
+    lexical: LexicalIndex | None = None  # the BM25 index, where it was read at opening
 
     def close(self) -> None:
         self.store.close()
@@ -89,18 +91,20 @@ def _require_manifest(index_dir: Path) -> Manifest:
     return manifest
 
 
-def open_index(index_dir: Path, database: str | None = None) -> OpenIndex:
-    """The index for searching. A writer may switch the manifest while we read: when the file it
-    named is already gone, the new manifest is read once more."""
+def open_index(index_dir: Path, database: str | None = None, lexical: bool = False) -> OpenIndex:
+    """The index for searching; ``lexical``: its BM25 file (where the manifest names one) read
+    now too. A writer may switch the manifest while we read: when a file it named is already
+    gone, the new manifest is read once more."""
     for attempt in range(2):
         manifest = _require_manifest(index_dir)
         try:
             index = load_faiss(index_dir, manifest, mapped=True)
+            words = load_lexical(index_dir, manifest) if lexical and manifest.lexical_file else None
             break
         except IndexDirectoryError:
             if attempt or read_manifest(index_dir) == manifest:
                 raise
-    return OpenIndex(index_dir, manifest, _open_store(index_dir, database), index)
+    return OpenIndex(index_dir, manifest, _open_store(index_dir, database), index, words)
 
 
 def _open_store(index_dir: Path, database: str | None) -> Store:

@@ -23,12 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.encoder import Encoder
-from indexer.layout import MANIFEST_FILE, IndexDirectoryError
+from indexer.layout import MANIFEST_FILE
 from retrieval.searcher import Searcher
 
 log = logging.getLogger(__name__)
 
-FIRST_OPEN_TRIES = 5  # commits that may each catch the first open mid-write before it gives up
 ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
 
 
@@ -90,23 +89,10 @@ class LiveSearcher:
         self._swap = threading.Lock()  # held briefly: to swap the current searcher, count its users
         self._reloading = threading.Lock()  # held by the one thread opening a new state
         self._states = _ReadWriteLock()
-        self._state, self._current = self._first_state()
+        self._state = manifest_state(index_dir)
+        self._current = open_searcher(None)
         self._users: dict[int, int] = {}  # id(searcher) -> searches running on it
         self._retired: dict[int, Searcher] = {}
-
-    def _first_state(self) -> tuple[ManifestState, Searcher]:
-        """The committed state and its searcher. A state caught mid-write (its manifest read
-        just before a writer replaced it and removed the files it named) is opened again, up to
-        FIRST_OPEN_TRIES times; a failure while the manifest stays the same is the index's own."""
-        for _ in range(FIRST_OPEN_TRIES - 1):
-            state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
-            try:
-                return state, self._open(None)
-            except IndexDirectoryError:
-                if manifest_state(self.index_dir) == state:
-                    raise
-                log.info("the index changed while its state opened; opening the new one")
-        return manifest_state(self.index_dir), self._open(None)  # the last try fails as it fails
 
     @property
     def encoder(self) -> Encoder:

@@ -201,7 +201,8 @@ class Searcher:
     """An open index plus its encoder, loaded once per process; the BM25 file is read on the
     first lexical or hybrid search. ``default_mode`` follows the model's tuned hybrid weight
     (``askalike eval card --write``; see ``fusion.default_mode``) when the index has a BM25 file.
-    ``threads`` caps the encoder's threads (None: ONNX Runtime's choice).
+    ``threads`` caps the encoder's threads (None: ONNX Runtime's choice); ``lexical_now`` reads
+    the BM25 file at opening instead (a long-running process: no first search pays for it).
 
     Searches skip the indexed questions that are no longer stored (a run interrupted between its
     database commit and its index files, or a delete since this state was opened). With
@@ -211,8 +212,9 @@ class Searcher:
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
                  encoder: Encoder | None = None, tuning: SearchTuning | None = None,
-                 threads: int | None = None, remember_stored: bool = False) -> None:
-        self.index: OpenIndex = open_index(index_dir, database)
+                 threads: int | None = None, remember_stored: bool = False,
+                 lexical_now: bool = False) -> None:
+        self.index: OpenIndex = open_index(index_dir, database, lexical=lexical_now)
         manifest = self.index.manifest
         identity = manifest.encoder
 
@@ -259,6 +261,8 @@ class Searcher:
 
     @cached_property
     def lexical(self) -> LexicalIndex:
+        if self.index.lexical is not None:
+            return self.index.lexical
         return load_lexical(self.index.directory, self.index.manifest)
 
     def search(self, query: str, k: int = 10, filters: SearchFilters | None = None,

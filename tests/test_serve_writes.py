@@ -13,6 +13,7 @@ from serving import WRITE, listening, serving
 
 from core.loader import load_encoder
 from core.text import join_subject_body
+from retrieval.fusion import SearchMode
 
 QUERY = "how do i find a good visa this weekend"
 TEXTS = [("visa office hours", "when does the visa office open this weekend?"),
@@ -128,30 +129,29 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
                          "before the writer replaces it and removes the files it named",
                          "the server opens the new state and answers; a state that fails to open "
                          "while its manifest stays the same is refused as damaged")
-def test_a_first_state_caught_mid_write_is_opened_again(built):
+def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_model, monkeypatch):
+    import indexer.directory
     from indexer.layout import IndexDirectoryError
-    from retrieval.live import LiveSearcher
     from retrieval.searcher import Searcher
 
     index_dir = built[0]
-    manifest = index_dir / "manifest.json"
-    opened: list[object] = []
+    read_lexical = indexer.directory.load_lexical
+    reads: list[str] = []
 
-    def caught_mid_write(encoder):
-        opened.append(encoder)
-        if len(opened) == 1:  # the writer commits: a new manifest, the old files gone
-            manifest.write_bytes(manifest.read_bytes() + b"\n")
-            raise IndexDirectoryError("lexical-00000001.npz: missing")
-        return Searcher(index_dir)
+    def caught_mid_write(directory, manifest):
+        reads.append(manifest.lexical_file)
+        if len(reads) == 1:  # an index run commits between the manifest's read and its files'
+            index(write_jsonl(tmp_path / "more.jsonl", [{"id": "m1", "subject": "penguins"}]),
+                  index_dir, tiny_model)
+        return read_lexical(directory, manifest)
 
-    live = LiveSearcher(index_dir, caught_mid_write)
-    with live.searching() as searcher:
-        assert searcher.search("visa", 3)
-    assert len(opened) == 2
-    live.close()
+    monkeypatch.setattr(indexer.directory, "load_lexical", caught_mid_write)
+    searcher = Searcher(index_dir, lexical_now=True)
+    assert len(reads) == 2 and reads[0] != reads[1] and searcher.count == 201
+    assert searcher.search("penguins", 1, mode=SearchMode.lexical)[0].external_id == "m1"
+    searcher.close()
 
-    def damaged(encoder):
-        raise IndexDirectoryError("faiss-00000001.index: checksum does not match")
-
-    with pytest.raises(IndexDirectoryError, match="checksum"):
-        LiveSearcher(index_dir, damaged)
+    damaged = index_dir / reads[1]
+    damaged.write_bytes(damaged.read_bytes()[:-1])
+    with pytest.raises(IndexDirectoryError, match="lexical"):
+        Searcher(index_dir, lexical_now=True)

@@ -58,15 +58,8 @@ class ServedIndex:
             index_dir, settings = Path(self.settings.index_dir), self.settings
 
             def open_searcher(encoder: Any) -> Searcher:
-                searcher = Searcher(index_dir, settings.database, settings.model, encoder=encoder,
-                                    threads=SEARCH_THREADS, remember_stored=True)
-                try:
-                    if searcher.index.manifest.lexical_file:  # read now, not by the first search
-                        _ = searcher.lexical
-                except BaseException:
-                    searcher.close()
-                    raise
-                return searcher
+                return Searcher(index_dir, settings.database, settings.model, encoder=encoder,
+                                threads=SEARCH_THREADS, remember_stored=True, lexical_now=True)
 
             self.live = LiveSearcher(index_dir, open_searcher)
         except UserError as err:
