@@ -26,6 +26,8 @@ from app.common import (
     stderr,
     user_errors,
 )
+from app.devices import DeviceOption, neighbour_search
+from core.devices import Device
 from core.errors import UserError
 from indexer.choices import DEFAULT_INDEX_DIR
 
@@ -109,6 +111,7 @@ def duplicates(
     out: Annotated[Path | None, typer.Option(help="Write the groups to this file instead of "
                                                   "stdout.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    device: DeviceOption = Device.auto,
 ) -> None:
     """List the groups of near-duplicate questions in the index, most central question first.
 
@@ -130,7 +133,7 @@ def duplicates(
         index = open_index(index_dir, database)
         try:
             find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
-                           neighbours=neighbours, strict=strict)
+                           neighbours=neighbours, strict=strict, search=neighbour_search(index, device))
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
         finally:
             index.close()

@@ -16,7 +16,6 @@ from app.common import (
     ModelOption,
     app,
     eval_app,
-    exported,
     markup_safe,
     plain,
     print_figures,
@@ -26,8 +25,10 @@ from app.common import (
     steps_shown,
     user_errors,
 )
+from app.devices import DeviceOption, embedding_encoder
 from app.summaries import model_label
 from core.data_dir import CQA_SPLITS
+from core.devices import Device
 from core.model_dir import DEFAULT_MODEL
 from retrieval.baselines import BASELINES
 from retrieval.fusion import SearchMode
@@ -46,22 +47,23 @@ TorchOption = Annotated[bool, typer.Option(
                     "search uses (numpy or ONNX Runtime).")]
 
 
-def _encoder(spec: str, use_torch: bool) -> Encoder:
-    """The encoder to evaluate: by default the one every query uses."""
+def _encoder(spec: str, use_torch: bool, device: Device) -> Encoder:
+    """The encoder to evaluate: by default what every query computes (on a GPU, in torch with
+    the same math)."""
     if use_torch:
+        from train.devices import torch_device
         from train.trained_model import load_model
 
-        return load_model(spec).encoder
-    from core.loader import load_encoder
-
-    return load_encoder(exported(spec))
+        return load_model(spec).encoder.to(torch_device(device))
+    return embedding_encoder(spec, device)
 
 
-def _reranker(spec: str, mode: SearchMode | None, use_torch: bool) -> Reranker:
+def _reranker(spec: str, mode: SearchMode | None, use_torch: bool, device: Device) -> Reranker:
     """``spec``'s reranker in ``mode`` (None: the model's own default, as search takes)."""
     from retrieval.reranker import Reranker
 
-    return Reranker.for_model(spec, mode, _encoder(spec, use_torch) if mode != SearchMode.lexical else None)
+    return Reranker.for_model(spec, mode, _encoder(spec, use_torch, device)
+                              if mode != SearchMode.lexical else None)
 
 
 def _summary_json(evaluation: CqaEvaluation, mode: SearchMode | None) -> str:
@@ -84,6 +86,7 @@ def eval_cqa(
         show_default="hybrid when the model's tuned hybrid weight says words help, else dense: "
                      "as search")] = None,
     use_torch: TorchOption = False,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
@@ -105,7 +108,8 @@ def eval_cqa(
         if out is not None:
             require_output_file(out)
         root = resolve_data_dir(data_dir)
-        runs = [(spec, _reranker(spec, chosen, use_torch)) for spec in models for chosen in (mode or [None])]
+        runs = [(spec, _reranker(spec, chosen, use_torch, device))
+                for spec in models for chosen in (mode or [None])]
         evaluations: list[tuple[CqaEvaluation, SearchMode | None]] = []
         for split_name in split:
             cqa_split = load_cqa_split(root, split_name.value)
@@ -173,6 +177,7 @@ def eval_sts(
     tuned: Annotated[bool, typer.Option("--tuned", help="Fit Yang et al.'s transformation on STSb train "
                                              "first (4.4.1).")] = False,
     use_torch: TorchOption = False,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
@@ -185,7 +190,8 @@ def eval_sts(
         raise typer.BadParameter("--split is dev or test")
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"loading {model_label(model)}")
-        figures = evaluate_stsb(_encoder(model, use_torch), resolve_data_dir(data_dir), split, tuned, step)
+        figures = evaluate_stsb(_encoder(model, use_torch, device), resolve_data_dir(data_dir), split, tuned,
+                                step)
     if as_json:
         typer.echo(json.dumps({"model": model, **figures}))
     else:
@@ -234,6 +240,7 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
 
 @eval_app.command("transfer")
 def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = False,
+                  device: DeviceOption = Device.auto,
                   as_json: JsonOption = False, data_dir: DataDirOption = None) -> None:
     """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
     from core.data_dir import resolve_data_dir
@@ -241,7 +248,7 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"STS 2012-2016 and SICK-R with {model_label(model)}")
-        figures = evaluate_transfer(_encoder(model, use_torch), resolve_data_dir(data_dir))
+        figures = evaluate_transfer(_encoder(model, use_torch, device), resolve_data_dir(data_dir))
     print_figures(f"Transfer: {model}", {"model": model, **figures}, as_json)
 
 
@@ -252,6 +259,7 @@ def eval_domains(
         help="Which fixed part of each domain: test (to report) or tune (what `tune` may learn "
              "from).")] = "test",
     use_torch: TorchOption = False,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
@@ -265,7 +273,7 @@ def eval_domains(
         if part not in PARTS:
             raise typer.BadParameter(f"--part must be one of {', '.join(PARTS)}, not {part!r}")
         key = f"{model}:{weights_fingerprint(model)}:{'torch' if use_torch else 'query'}"
-        encoder = CachedEncoder(_encoder(model, use_torch), cache_dir() / "ood", key)
+        encoder = CachedEncoder(_encoder(model, use_torch, device), cache_dir() / "ood", key)
         figures = evaluate_domains(encoder, resolve_data_dir(data_dir), part)
     print_figures(f"Out of domain ({part}): {model}", {"model": model, "part": part, **figures}, as_json)
 
@@ -281,6 +289,7 @@ def eval_card(
                         "\"evaluation_torch\" with --torch), and the tuned hybrid weight in "
                         "MODEL/config.json.")] = False,
     use_torch: TorchOption = False,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
     data_dir: DataDirOption = None,
 ) -> None:
@@ -294,7 +303,7 @@ def eval_card(
         step(f"STS Benchmark and CQA figures of {model_label(model)}")
         if write:
             read_model_config(Path(model))  # before the work: --write needs a model directory
-        figures = model_figures(_encoder(model, use_torch), resolve_data_dir(data_dir), with_test)
+        figures = model_figures(_encoder(model, use_torch, device), resolve_data_dir(data_dir), with_test)
         if write:
             record_figures(Path(model), figures, of_torch_model=use_torch)
     print_figures(f"Model card: {model}", {"model": model, **figures}, as_json)

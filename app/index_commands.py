@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,8 @@ from app.common import (
     stderr,
     user_errors,
 )
+from app.devices import DeviceOption, embedding_encoder
+from core.devices import Device, DeviceError
 from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, Engine, OnError
 from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 
@@ -87,6 +90,7 @@ def index(
         help="--engine ray: the cluster to join, HOST:PORT of its head (`ray start --head`).",
         show_default="$RAY_ADDRESS, else a cluster started on this machine, else a local Ray for "
                      "the run")] = None,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
 ) -> None:
     """Index question collections: new and changed questions are embedded, the rest kept."""
@@ -100,8 +104,14 @@ def index(
         import faiss
 
         faiss.omp_set_num_threads(threads)
+    if engine is Engine.ray and device is Device.cuda:
+        with user_errors():
+            raise DeviceError("--device cuda embeds in this process; --engine ray embeds on the "
+                              "cluster's CPUs: leave one of them out")
+    loader = None if engine is Engine.ray else partial(embedding_encoder, device=device, threads=threads)
     options = IndexOptions(index_type=index_type, on_error=on_error, prune=prune, batch_size=batch_size,
                            commit_every=commit_every, show_progress=not as_json, threads=threads,
+                           encoder_loader=loader,
                            engine=engine, ray_address=ray_address, date_order=date_format,
                            confirm_prune=_prune_confirmation(yes), readmit=readmit,
                            columns=Columns(id_column, tuple(text_columns or ()),

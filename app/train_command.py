@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from app.common import DataDirOption, app, printable, user_errors
+from app.devices import DeviceOption
+from core.devices import Device
 
 
 @app.command("train")
@@ -23,6 +25,7 @@ def train(
                                              "variance over seeds); one seed instead of a "
                                              "config's average_seeds.")] = None,
     data_dir: DataDirOption = None,
+    device: DeviceOption = Device.auto,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
     from core.data_dir import resolve_data_dir
@@ -39,9 +42,10 @@ def train(
         directory = run_dir or Path("runs") / parsed.name
         try:
             if parsed.training.average_seeds:
-                train_seed_average(parsed, resolve_data_dir(data_dir), directory, resume=resume)
+                train_seed_average(parsed, resolve_data_dir(data_dir), directory, resume=resume,
+                                   device=device)
             else:
-                Trainer(parsed, resolve_data_dir(data_dir), directory).run(resume=resume)
+                Trainer(parsed, resolve_data_dir(data_dir), directory, device=device).run(resume=resume)
         except (FileExistsError, ValueError) as err:
             raise ConfigError(str(err)) from None
     typer.echo(printable(f"saved {directory / 'model'}"))

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from app.common import JsonOption, app, exported, print_lines, shipped_models, user_errors
+from app.devices import DeviceOption
+from core.devices import Device
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
 
@@ -55,6 +57,7 @@ def tune(
     run_dir: Annotated[Path | None, typer.Option(help="Checkpoints and log.",
                                                  show_default="OUT.run")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
+    device: DeviceOption = Device.auto,
     as_json: JsonOption = False,
 ) -> None:
     """Fine-tune BASE on your own pairs (or give a DAN your collection's words) and save a
@@ -73,7 +76,7 @@ def tune(
 
             settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                     score_share=score_share, teacher=teacher,
-                                    score_loss=score_loss.value if score_loss else None)
+                                    score_loss=score_loss.value if score_loss else None, device=device)
             record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
                                 settings, dev, resume=resume, show_progress=not as_json)
         exported(str(out))

@@ -149,11 +149,13 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines)
 
 
-def write_section(name: str, title: str, command: str, body: str, measured: datetime | None = None) -> None:
+def write_section(name: str, title: str, command: str, body: str, measured: datetime | None = None,
+                  on: str | None = None) -> None:
     """Replace (or append) one section of docs/benchmarks.md, stamped with machine and date
-    (``measured``: when the figures were taken, if not now)."""
+    (``measured``: when the figures were taken, if not now; ``on``: the machine they were taken
+    on, if not this one)."""
     start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
-    stamp = f"{measured or datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}"
+    stamp = f"{measured or datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {on or machine()}"
     section = (f"{start}\n## {title}\n\nMeasured {stamp}.\n"
                f"Rerun: `{command}`\n\n{body}\n{end}")
     REPORT.parent.mkdir(exist_ok=True)

@@ -7,7 +7,7 @@ training modules (``train.modules``) have it too. The encoders that answer queri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -39,13 +39,19 @@ class BatchedEncoder:
         nothing about it."""
         raise NotImplementedError
 
+    def embed_batches(self, batches: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        """``embed_batch`` of each batch, in order; an encoder may override it to prepare the
+        next batch while one computes."""
+        return map(self.embed_batch, batches)
+
     def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([len(text) for text in texts], kind="stable")
         step = min(batch_size, self.max_batch)
-        for start in range(0, len(order), step):
-            chunk = order[start : start + step]
-            vectors = self.embed_batch([texts[i] for i in chunk]).astype(np.float32, copy=False)
+        chunks = [order[start : start + step] for start in range(0, len(order), step)]
+        batches = ([texts[i] for i in chunk] for chunk in chunks)
+        for chunk, vectors in zip(chunks, self.embed_batches(batches), strict=True):
+            vectors = vectors.astype(np.float32, copy=False)
             if normalize:
                 norms = np.linalg.norm(vectors, axis=1, keepdims=True)
                 vectors = vectors / np.maximum(norms, 1e-12)

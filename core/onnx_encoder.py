@@ -66,6 +66,19 @@ class VocabularyTokenizer:
         return self.vocabulary.knows_words(text)
 
 
+def directory_tokenizer(directory: Path, config: dict[str, Any]) -> Tokenize:
+    """The tokenizer of a transformer model directory (with ``config``, its config.json), as
+    every encoder of it (ONNX Runtime, torch on a GPU) feeds its graph."""
+    max_length = config["encoder"]["max_length"]
+    return (SubwordTokenizer(directory / "backbone", max_length) if config["kind"] == "pretrained"
+            else VocabularyTokenizer(directory, max_length))
+
+
+def pretrained_tokenizer(name: str) -> Tokenize:
+    """The tokenizer of the ``pretrained:NAME`` peer."""
+    return SubwordTokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH)
+
+
 class OnnxEncoder(BatchedEncoder):
     # small batches keep each MatMul's operands in cache: on 2 cores all-MiniLM-L6-v2 encodes
     # about 1.75x the sentences/s at 8 texts a batch than at 256 (bench/runtime.py)
@@ -89,15 +102,11 @@ class OnnxEncoder(BatchedEncoder):
 
     @classmethod
     def from_directory(cls, directory: Path, config: dict[str, Any], threads: int | None) -> OnnxEncoder:
-        kind, max_length = config["kind"], config["encoder"]["max_length"]
-        tokenize = (SubwordTokenizer(directory / "backbone", max_length) if kind == "pretrained"
-                    else VocabularyTokenizer(directory, max_length))
-        return cls(kind, directory / ONNX_FILE, tokenize, threads)
+        return cls(config["kind"], directory / ONNX_FILE, directory_tokenizer(directory, config), threads)
 
     @classmethod
     def for_pretrained(cls, name: str, threads: int | None) -> OnnxEncoder:
-        return cls("pretrained", pretrained_export_dir(name) / ONNX_FILE,
-                   SubwordTokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH), threads)
+        return cls("pretrained", pretrained_export_dir(name) / ONNX_FILE, pretrained_tokenizer(name), threads)
 
     def knows_words(self, text: str) -> bool:
         return self.tokenize.knows_words(text)

@@ -69,6 +69,9 @@ class IndexOptions:
     commit_every: int = 2048  # questions per transaction: the most an interrupt can cost
     show_progress: bool = True
     threads: int | None = None  # CPU threads for the encoder [default: all; a Ray task: 1]
+    # the encoder of the run's model (the command's --device choice, e.g. torch on a GPU); it
+    # must compute what load_encoder's does. None: load_encoder with ``threads``
+    encoder_loader: Callable[[str], Encoder] | None = None
     engine: Engine = Engine.in_process
     ray_address: str | None = None  # --engine ray: None joins $RAY_ADDRESS or starts a local Ray
     date_order: DateOrder | None = None  # how to read 10/01/2024; None: only unambiguous dates
@@ -453,7 +456,8 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         files = _survey(store, files, problems, survey, options)
         stale = _stale_ids(store, files) if options.prune else []
         _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
-        encoder = load_encoder(spec, threads=options.threads)
+        encoder = (options.encoder_loader(spec) if options.encoder_loader is not None
+                   else load_encoder(spec, threads=options.threads))
         identity = model_identity(spec, encoder)
         store.claim(this_index)
         moved_from = store.bind_encoder(identity)

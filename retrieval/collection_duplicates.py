@@ -11,9 +11,9 @@ question's vector is stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,6 +32,13 @@ CENTRE_TIE = 1e-6  # closeness to the mean vector within which members count as 
 QUERY_CHUNK = 2048  # questions whose neighbours one FAISS call finds
 
 Progress = Callable[[int, int], None]  # (questions done, questions to do)
+
+
+class NeighbourSearch(Protocol):
+    """What proposes each question's nearest neighbours: a FAISS index, or an exact search on a
+    GPU (``train.gpu_search``). (inner products, ids) of each query's ``k`` best, -1 ids padding."""
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -91,27 +98,38 @@ def _query_vectors(index: OpenIndex, ids: np.ndarray | None) -> Iterator[tuple[n
             yield np.fromiter(stored, dtype=np.int64), np.stack(list(stored.values()))
 
 
-def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = None,
-                  neighbours: int = DEFAULT_NEIGHBOURS, on_progress: Progress | None = None) -> list[Pair]:
-    """The pairs of stored questions whose cosine reaches ``min_cosine``, found among each
-    question's ``neighbours`` nearest (only of the questions in ``ids``, against the whole
-    collection; None: every question). FAISS proposes the candidates (with the index's own
-    search settings); each is then scored on the stored vectors, so the cosines are exact
-    whatever the index type, and ids that FAISS still holds but the store no longer does drop out."""
-    total = index.store.count() if ids is None else len(ids)
-    wanted = min(neighbours + 1, int(index.faiss.ntotal))  # + 1: a question finds itself
-    floor = min_cosine - 2 * cosine_error(index.faiss)
+def candidate_pairs(queries: Iterable[tuple[np.ndarray, np.ndarray]], search: NeighbourSearch, k: int,
+                    floor: float, on_progress: Callable[[int], None] | None = None) -> set[tuple[int, int]]:
+    """(smaller id, larger id) of each query question (chunks of ids and vectors) and each of its
+    ``k`` nearest whose inner product reaches ``floor``, itself left out."""
     candidates: set[tuple[int, int]] = set()
     done = 0
-    for query_ids, vectors in _query_vectors(index, ids):
-        cosines, found = index.faiss.search(vectors, wanted)
+    for query_ids, vectors in queries:
+        cosines, found = search.search(vectors, k)
         for query, row_cosines, row_ids in zip(query_ids.tolist(), cosines, found, strict=True):
             candidates.update((min(query, other), max(query, other))
                               for other in row_ids[(row_cosines >= floor) & (row_ids >= 0)].tolist()
                               if other != query)
         done += len(query_ids)
         if on_progress is not None:
-            on_progress(done, total)
+            on_progress(done)
+    return candidates
+
+
+def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = None,
+                  neighbours: int = DEFAULT_NEIGHBOURS, on_progress: Progress | None = None,
+                  search: NeighbourSearch | None = None) -> list[Pair]:
+    """The pairs of stored questions whose cosine reaches ``min_cosine``, found among each
+    question's ``neighbours`` nearest (only of the questions in ``ids``, against the whole
+    collection; None: every question). ``search`` (default: the index's FAISS index, with its
+    own search settings) proposes the candidates; each is then scored on the stored vectors, so
+    the cosines are exact whatever the index type, and ids that FAISS still holds but the store
+    no longer does drop out."""
+    total = index.store.count() if ids is None else len(ids)
+    wanted = min(neighbours + 1, int(index.faiss.ntotal))  # + 1: a question finds itself
+    floor = min_cosine - 2 * cosine_error(index.faiss)
+    progress = None if on_progress is None else lambda done: on_progress(done, total)
+    candidates = candidate_pairs(_query_vectors(index, ids), search or index.faiss, wanted, floor, progress)
     involved = sorted({i for pair in candidates for i in pair})
     stored = index.store.vectors_of(involved, index.manifest.encoder.dim)
     pairs = [Pair(a, b, float(stored[a] @ stored[b])) for a, b in sorted(candidates)
@@ -190,15 +208,17 @@ def _group(ids: list[int], vectors: dict[int, np.ndarray],
 
 def duplicate_groups(index: OpenIndex, min_match: float = DEFAULT_MIN_MATCH, since: str | None = None,
                      date_order: DateOrder | None = None, neighbours: int = DEFAULT_NEIGHBOURS,
-                     strict: bool = False, on_progress: Progress | None = None) -> list[DuplicateGroup]:
+                     strict: bool = False, on_progress: Progress | None = None,
+                     search: NeighbourSearch | None = None) -> list[DuplicateGroup]:
     """The groups of near-duplicate questions of the collection, the largest first, then in the
     order of their first indexed question: the pairs at ``min_match`` or more joined
     (``connected_groups``), or with ``strict`` each member that alike to its group's centre
-    (``centred_groups``). With ``since``, only the groups that hold a question dated on or after it."""
+    (``centred_groups``). With ``since``, only the groups that hold a question dated on or after it.
+    ``search`` proposes the neighbours (see ``similar_pairs``)."""
     if not 0.0 < min_match <= 1.0:
         raise SearchError(f"min match {min_match}: must be above 0 and at most 1 (100%)")
     checked = questions_to_check(index, since, date_order)
-    pairs = similar_pairs(index, min_match, checked, neighbours, on_progress)
+    pairs = similar_pairs(index, min_match, checked, neighbours, on_progress, search)
     involved = sorted({i for pair in pairs for i in (pair.first, pair.second)})
     vectors = index.store.vectors_of(involved, index.manifest.encoder.dim)
     groups = centred_groups(pairs, vectors, min_match) if strict else connected_groups(pairs, min_match)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import app
+from core.text import Vocabulary
 from indexer.build import IndexOptions
 from indexer.directory import open_index
 from indexer.layout import default_database_url
@@ -242,3 +243,22 @@ def make_tiny_model(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please", "visa",
+         "best pizza", "", "zebra crossing unknown words !!", "?"]
+VOCABULARY = Vocabulary.build(TEXTS * 2, max_size=100, min_count=1, oov_buckets=5, bigram_buckets=31)
+SMALL = {"dan": {"embedding_dim": 16, "hidden": (24, 12)},
+         "cse": {"embedding_dim": 16, "maps": 4},
+         "transformer": {"hidden": 16, "layers": 2, "heads": 2, "filter_size": 32}}
+
+
+def saved_model(directory: Path, kind: str) -> Path:
+    """A small untrained model of ``kind`` saved as a model directory (a transformer with its ONNX
+    export)."""
+    import torch
+
+    from train.modules import VOCABULARY_MODULES
+    from train.trained_model import TrainedModel, save_model
+
+    torch.manual_seed(0)
+    save_model(TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind])), directory)
+    return directory

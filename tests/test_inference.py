@@ -6,36 +6,19 @@ than the search itself)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, collection, imported_by, runner, write_jsonl
+from helpers import ROOT, SMALL, TEXTS, VOCABULARY, collection, imported_by, runner, saved_model, write_jsonl
 
 from app.cli import app
 from core import model_dir
 from core.loader import load_encoder
 from core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
-from core.text import Vocabulary
 from indexer.build import IndexOptions, index_sources
 from train.modules import VOCABULARY_MODULES
 from train.onnx_export import export_onnx, quantizable_nodes
 from train.trained_model import TrainedModel, export_once, load_model, save_model
-
-TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please", "visa",
-         "best pizza", "", "zebra crossing unknown words !!", "?"]
-VOCABULARY = Vocabulary.build(TEXTS * 2, max_size=100, min_count=1, oov_buckets=5, bigram_buckets=31)
-SMALL = {"dan": {"embedding_dim": 16, "hidden": (24, 12)},
-         "cse": {"embedding_dim": 16, "maps": 4},
-         "transformer": {"hidden": 16, "layers": 2, "heads": 2, "filter_size": 32}}
-
-
-def saved_model(directory: Path, kind: str) -> Path:
-    import torch
-
-    torch.manual_seed(0)
-    save_model(TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind])), directory)
-    return directory
 
 
 @pytest.mark.parametrize("kind", ["dan", "cse"])

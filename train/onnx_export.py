@@ -75,13 +75,14 @@ def quantize_nodes(source: Path, target: Path, nodes: list[str]) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    kinds = ("MatMul", "Gemm", "Attention", "Gather")
     chosen = set(nodes)
-    others = [node.name for node in onnx.load(str(source)).graph.node
-              if node.op_type in kinds and node.name not in chosen]
+    graph = onnx.load(str(source)).graph
+    # only the chosen nodes' op types: an excluded Gemm of another type would still be taken
+    kinds = sorted({node.op_type for node in graph.node if node.name in chosen})
+    others = [node.name for node in graph.node if node.op_type in kinds and node.name not in chosen]
     with _quiet(""):  # the quantiser's advice on image models' pre-processing
         quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=list(kinds), nodes_to_exclude=others,
+                         op_types_to_quantize=kinds, nodes_to_exclude=others,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
@@ -191,16 +192,68 @@ def _write_graph(encoder: EncoderModule, sample: dict[str, torch.Tensor], path: 
                               external_data=False)
 
 
-def export_onnx(encoder: EncoderModule, directory: Path, weight_dtype: str = "float32",
-                quantize: bool = True) -> dict[str, Any]:
-    """Write ``directory/model.onnx`` and return its description for config.json. The weights are
-    first rounded to ``weight_dtype`` (the precision they are saved in), so that the export
-    computes what the saved torch model computes (``weight_dtype`` as in config.json)."""
-
-    rounded = copy.deepcopy(encoder).eval()
+def rounded_copy(encoder: EncoderModule, weight_dtype: str) -> EncoderModule:
+    """A copy of ``encoder`` on the CPU, in eval mode, its weights rounded to ``weight_dtype`` (the
+    precision they are saved in): what the export traces, wherever the encoder was trained."""
+    rounded = copy.deepcopy(encoder).to("cpu").eval()
     with torch.no_grad():
         for parameter in rounded.parameters():
             parameter.copy_(parameter.to(getattr(torch, weight_dtype)).float())
+    return rounded
+
+
+def as_exported(encoder: EncoderModule, weight_dtype: str, quantized: bool) -> EncoderModule:
+    """A CPU copy of ``encoder`` that computes what its ONNX export computes, for running it in
+    torch elsewhere (``train.torch_encoder``): the weights rounded as saved, then, where the
+    export is quantised (``_quantize``), every matrix read back from its int8 columns and every
+    embedding table from the uint8 values, scale and zero point that ONNX Runtime's dynamic
+    quantisation gives a Gather's table (``_uint8_table``)."""
+    rounded = rounded_copy(encoder, weight_dtype)
+    if not quantized:
+        return rounded
+    with torch.no_grad():
+        for module in rounded.modules():
+            if isinstance(module, torch.nn.Embedding):
+                module.weight.copy_(torch.from_numpy(_uint8_table(module.weight.numpy())))
+        for matrix in _quantized_matrices(rounded):  # torch keeps (outputs, inputs): a scale per row
+            integers, scale = _int8_columns(matrix.numpy(), transposed=True)
+            matrix.copy_(torch.from_numpy(integers.astype(scale.dtype) * scale))
+    return rounded
+
+
+def _quantized_matrices(encoder: EncoderModule) -> list[torch.nn.Parameter]:
+    """The weights that the export's MatMuls and Gemms take as a stored matrix, which
+    ``_quantize`` stores in int8: every Linear's, and the packed query/key/value projection of a
+    ``MultiheadAttention``."""
+    linear = [module.weight for module in encoder.modules() if isinstance(module, torch.nn.Linear)]
+    packed = [module.in_proj_weight for module in encoder.modules()
+              if isinstance(module, torch.nn.MultiheadAttention) and module.in_proj_weight is not None]
+    return linear + packed
+
+
+def _uint8_table(table: Any) -> Any:
+    """An embedding table as the export's Gather reads it: ONNX Runtime's dynamic quantisation
+    stores a table as uint8 with one scale and zero point (its range widened to hold 0), and
+    DequantizeLinear restores (value - zero point) * scale, all in float32."""
+    import numpy as np
+
+    low = np.minimum(table.min(), np.float32(0))
+    high = np.maximum(table.max(), np.float32(0))
+    scale = np.float32((high - low) / np.float32(255))
+    if scale == 0:
+        return table
+    zero = np.rint(-low / scale)
+    values = np.clip(np.rint(table / scale) + zero, 0, 255)
+    return ((values - zero) * scale).astype(np.float32)
+
+
+def export_onnx(encoder: EncoderModule, directory: Path, weight_dtype: str = "float32",
+                quantize: bool = True) -> dict[str, Any]:
+    """Write ``directory/model.onnx`` and return its description for config.json. The export
+    traces a CPU copy of ``encoder`` (it may have been trained on a GPU) with its weights
+    rounded to ``weight_dtype`` (the precision they are saved in, as in config.json), so that it
+    computes what the saved torch model computes."""
+    rounded = rounded_copy(encoder, weight_dtype)
     # hashed bigrams feed only the DAN, which runs in numpy; the other inputs share one shape
     sample = {name: ids for name, ids in rounded.tokenize(SAMPLE_TEXTS).items() if name != "bigrams"}
     with tempfile.TemporaryDirectory(dir=directory) as scratch:

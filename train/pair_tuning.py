@@ -31,6 +31,7 @@ from scipy.stats import pearsonr
 
 from core.data_dir import DataError
 from core.datasets import StsPair
+from core.devices import Device
 from core.files import file_sha256
 from core.model_dir import ModelError, pretrained_name, read_model_config
 from core.ood_evaluation import ranking_accuracy
@@ -57,6 +58,7 @@ class TuneSettings:
     score_share: float | None = None
     score_loss: str | None = None  # ranking | regression (TrainingConfig.sts_loss); default: by kind
     teacher: str | None = None  # a DAN base distills it on the training texts (a model or pretrained:NAME)
+    device: Device = Device.auto  # where it trains (auto: a GPU where torch sees one)
     seed: int = 13
 
 
@@ -258,8 +260,8 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     config = tune_config(base, kind, plan, settings, run_dir / "distill" if texts else None)
     # the trainer reads no benchmark data here: the pairs are given, the dev figures replace STSb's
     trainer = Trainer(config, run_dir, run_dir, data,
-                      dev_evaluation=lambda encoder: dev_figures(encoder.eval(), dev))
-    before = dev_figures(load_model(base).encoder, dev)
+                      dev_evaluation=lambda encoder: dev_figures(encoder.eval(), dev), device=settings.device)
+    before = dev_figures(load_model(base).encoder.to(trainer.device), dev)
     stop = BestEpoch(trainer.model.encoder, before["dev_score"])
     try:
         model = trainer.run(resume=resume, show_progress=show_progress, stop=stop)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from core.devices import Device
 from core.sts_evaluation import evaluate_stsb
 from train.config import TrainConfig
 from train.corpus import TrainingData
@@ -57,7 +58,8 @@ def member_config(config: TrainConfig, seed: int) -> TrainConfig:
 
 
 def train_seed_average(config: TrainConfig, data_dir: Path, run_dir: Path, resume: bool = False,
-                       data: TrainingData | None = None, show_progress: bool = True) -> TrainedModel:
+                       data: TrainingData | None = None, show_progress: bool = True,
+                       device: Device = Device.auto) -> TrainedModel:
     """Train (or, with ``resume``, finish or reuse) each seed's member, then save their average.
     Members are read back from their saved directories, so a resumed average equals an
     uninterrupted one."""
@@ -65,7 +67,7 @@ def train_seed_average(config: TrainConfig, data_dir: Path, run_dir: Path, resum
     for seed in config.training.average_seeds:
         member_dir = run_dir / f"seed-{seed}"
         if not (resume and (member_dir / "model" / "config.json").is_file()):
-            Trainer(member_config(config, seed), data_dir, member_dir, data).run(
+            Trainer(member_config(config, seed), data_dir, member_dir, data, device=device).run(
                 resume=resume, show_progress=show_progress)
         members.append(load_model(member_dir / "model"))
     train_seconds = sum(member.metrics.get("train_seconds", 0.0) for member in members)

@@ -25,12 +25,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
 from core.datasets import read_word_vectors
+from core.devices import Device
 from core.files import atomic_write, remove_stale_temporaries
 from core.model_dir import PRETRAINED
 from core.sts_evaluation import evaluate_stsb
 from core.text import Vocabulary
 from train.config import TrainConfig, parse_config
 from train.corpus import TrainingData, load_training_data
+from train.devices import torch_device
 from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule, VocabularyModule
 from train.task_inputs import distillation_sample, task_inputs
 from train.tasks import Batch, Task, training_model, training_tasks
@@ -85,12 +87,6 @@ def distributed_context() -> tuple[int, int]:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return (dist.get_rank(), world) if world > 1 else (0, 1)
-
-
-def choose_device() -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
 
 
 def build_encoder(config: TrainConfig, vocabulary_texts: Iterable[str], data_dir: Path,
@@ -158,13 +154,15 @@ def _resumable(config: dict[str, Any]) -> dict[str, Any]:
 class Trainer:
     def __init__(self, config: TrainConfig, data_dir: Path, run_dir: Path,
                  data: TrainingData | None = None,
-                 dev_evaluation: Callable[[EncoderModule], dict[str, Any]] | None = None) -> None:
+                 dev_evaluation: Callable[[EncoderModule], dict[str, Any]] | None = None,
+                 device: Device = Device.auto) -> None:
         """``dev_evaluation`` replaces the STS Benchmark dev figure of each evaluation (e.g.
-        ``askalike tune``'s held-out pairs, so that it needs no benchmark data)."""
+        ``askalike tune``'s held-out pairs, so that it needs no benchmark data); ``device`` is
+        where it trains (``auto``: a GPU where torch sees one)."""
         self.config, self.data_dir, self.run_dir = config, data_dir, run_dir
         self.dev_evaluation = dev_evaluation
         self.rank, self.world = distributed_context()
-        self.device = choose_device()
+        self.device = torch_device(device)
         self.data = data if data is not None else load_training_data(data_dir, config.data)
         self.checkpoint_path = run_dir / "checkpoint.pt"
         self.log_path = run_dir / "metrics.jsonl"

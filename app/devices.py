@@ -1,0 +1,75 @@
+"""``--device``: where the commands that embed or group many questions compute (``index``,
+``duplicates``, ``tune``, ``eval``). torch is imported only where a GPU may be used (an NVIDIA
+driver is loaded, or ``cuda`` is asked), so a CPU machine starts as fast as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.common import exported
+from core.devices import Device, DeviceError, gpu_possible
+
+if TYPE_CHECKING:
+    import torch
+
+    from core.encoder import Encoder
+    from indexer.directory import OpenIndex
+    from retrieval.collection_duplicates import NeighbourSearch
+
+DeviceOption = Annotated[Device, typer.Option(
+    "--device", help="Where to compute: auto (a GPU where torch sees one, else the CPU), cpu or "
+                     "cuda. On a GPU a transformer embeds in torch with the math of its ONNX export, "
+                     "so its vectors stand beside the CPU's in one index.")]
+
+
+def gpu_device(device: Device) -> torch.device | None:
+    """The GPU that ``device`` names or ``auto`` finds; None for the CPU. ``cuda`` without torch
+    or without a GPU torch can see is a DeviceError."""
+    if not gpu_possible(device):
+        return None
+    try:
+        from train.devices import torch_device
+    except ImportError:  # torch is the training side; queries and CPU runs never need it
+        if device is Device.cuda:
+            raise DeviceError("--device cuda needs torch with CUDA (the training side of askalike)") from None
+        return None
+    chosen = torch_device(device)
+    return chosen if chosen.type == "cuda" else None
+
+
+def embedding_encoder(spec: str, device: Device, threads: int | None = None) -> Encoder:
+    """The encoder that embeds many texts with model ``spec``: on a GPU a transformer runs in
+    torch (``train.torch_encoder``); elsewhere, and for a model that runs in numpy (a DAN), the
+    encoder every query uses (``core.loader``)."""
+    from core.loader import EXPORTED_KINDS, load_encoder
+    from core.model_dir import pretrained_name, read_model_config
+
+    spec = exported(spec)
+    transformer = pretrained_name(spec) is not None or read_model_config(Path(spec))["kind"] in EXPORTED_KINDS
+    gpu = gpu_device(device) if transformer else None
+    if gpu is None:
+        return load_encoder(spec, threads=threads)
+    from train.torch_encoder import TorchEncoder
+
+    return TorchEncoder.of_model(spec, gpu)
+
+
+def neighbour_search(index: OpenIndex, device: Device) -> NeighbourSearch:
+    """What finds each question's nearest neighbours for ``duplicates``: the index's FAISS index
+    copied to a GPU where FAISS has GPU support (the extra ``gpu``), else an exact search over
+    the stored vectors in torch on a GPU, else the index's own FAISS index on the CPU."""
+    if not gpu_possible(device):
+        return index.faiss
+    from indexer.vector_index import gpu_copy
+
+    if (on_gpu := gpu_copy(index.faiss)) is not None:
+        return on_gpu
+    gpu = gpu_device(device)
+    if gpu is None:
+        return index.faiss
+    from train.gpu_search import ExactSearch
+
+    return ExactSearch.of_chunks(index.store.vectors(index.manifest.encoder.dim), gpu)

@@ -1,0 +1,74 @@
+"""A transformer model's encoder in torch, for the runs that embed many texts on a GPU (``index``,
+``eval`` with ``--device cuda``).
+
+It computes what the model's ONNX export computes, so that vectors embedded on a GPU and on a CPU
+stand side by side in one index: the same tokenizer (``core.onnx_encoder``), the weights the
+export holds (``train.onnx_export.as_exported``: rounded as saved, matrices and tables read back
+from their int8/uint8 values) and float32 arithmetic (TF32 off). The next batch is tokenized on
+a thread while one computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.encoder import BatchedEncoder
+from core.loader import EXPORTED_KINDS
+from core.model_dir import ModelError, pretrained_name, read_model_config
+from core.onnx_encoder import Tokenize, directory_tokenizer, pretrained_tokenizer
+from train.devices import float32_products
+from train.modules import EncoderModule
+from train.onnx_export import QUANTIZATION, as_exported
+from train.trained_model import load_model
+
+
+class TorchEncoder(BatchedEncoder):
+    max_batch = 512  # a GPU's matrix units stay busy; texts are length-sorted, so little padding
+
+    def __init__(self, kind: str, module: EncoderModule, tokenize: Tokenize, device: torch.device) -> None:
+        self.kind, self.dim, self.tokenize, self.device = kind, module.dim, tokenize, device
+        self.module = module.to(device).eval()
+
+    @classmethod
+    def of_model(cls, spec: str | Path, device: torch.device) -> TorchEncoder:
+        """The encoder of a transformer model directory or ``pretrained:NAME`` peer on ``device``,
+        computing what its ONNX export computes (a peer's export is its own fp32 model)."""
+        name = pretrained_name(spec)
+        if name is not None:
+            module = as_exported(load_model(spec).encoder, "float32", quantized=False)
+            return cls("pretrained", module, pretrained_tokenizer(name), device)
+        directory = Path(spec)
+        config = read_model_config(directory)
+        if config["kind"] not in EXPORTED_KINDS:
+            raise ModelError(f"{directory}: a {config['kind']} model runs in numpy, not in torch")
+        quantized = config.get("inference", {}).get("quantization") == QUANTIZATION
+        module = as_exported(load_model(directory).encoder, config.get("dtype", "float32"), quantized)
+        return cls(config["kind"], module, directory_tokenizer(directory, config), device)
+
+    def knows_words(self, text: str) -> bool:
+        return self.tokenize.knows_words(text)
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._compute(self.tokenize(texts))
+
+    def embed_batches(self, batches: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        with ThreadPoolExecutor(max_workers=1) as tokenizer:
+            pending = None
+            for texts in batches:
+                ahead = tokenizer.submit(self.tokenize, texts)
+                if pending is not None:
+                    yield self._compute(pending.result())
+                pending = ahead
+            if pending is not None:
+                yield self._compute(pending.result())
+
+    def _compute(self, arrays: dict[str, np.ndarray]) -> np.ndarray:
+        batch = {name: torch.from_numpy(ids).to(self.device, non_blocking=True)
+                 for name, ids in arrays.items() if name != "bigrams"}  # hashed bigrams: only the DAN's
+        with float32_products():
+            return self.module(batch).float().cpu().numpy()
