@@ -178,16 +178,22 @@ def tuning(model: str, pairs: Path, gpu: Any, work: Path) -> dict[str, Any]:
     from train.pair_tuning import TuneSettings, tune
     from train.torch_encoder import TorchEncoder
 
-    settings = TuneSettings(device=Device(gpu.type))
-    record, seconds = _timed(lambda: tune(model, pairs, work / "tuned", work / "tuned.run", settings,
-                                          show_progress=False))
+    figures: dict[str, Any] = {}
+    for mixed in (True, False):  # bf16 autocast (the trainer's default on a GPU), then float32
+        settings = TuneSettings(device=Device(gpu.type), mixed_precision=mixed)
+        name = "tuned" if mixed else "tuned-float32"
+        record, seconds = _timed(lambda name=name, settings=settings: tune(
+            model, pairs, work / name, work / f"{name}.run", settings, show_progress=False))
+        figures[name] = {"seconds": seconds, "steps": record["steps"],
+                         "before": record["before"]["dev_score"], "after": record["after"]["dev_score"]}
     with open(pairs, newline="", encoding="utf-8") as handle:
-        texts = [row["text_a"] for row in csv.DictReader(handle)][:500]
+        texts_a = [row["text_a"] for row in csv.DictReader(handle)]
+    texts = texts_a[:500]
     on_cpu = load_encoder(work / "tuned").encode(texts)
     on_gpu = TorchEncoder.of_model(work / "tuned", gpu).encode(texts)
-    return {"seconds": seconds, "pairs": record["train_pairs"], "steps": record["steps"],
-            "before": record["before"]["dev_score"],
-            "after": record["after"]["dev_score"]} | _cosines(on_gpu, on_cpu)
+    return (figures["tuned"] | {"file_pairs": len(texts_a), "pairs": record["train_pairs"],
+                                "float32": figures["tuned-float32"]}
+            | _cosines(on_gpu, on_cpu))
 
 
 def training(inputs: Path, gpu: Any, work: Path) -> dict[str, Any]:
@@ -217,8 +223,10 @@ def training(inputs: Path, gpu: Any, work: Path) -> dict[str, Any]:
     texts = [first for first, _ in pairs[-500:]]
     on_cpu = load_encoder(work / "train" / "model").encode(texts)
     on_gpu = TorchEncoder.of_model(work / "train" / "model", gpu).encode(texts)
+    trained = _cosines(model.encoder.encode(texts), on_cpu)  # the float32 module, before int8
     return {"seconds": seconds, "steps": trainer.state.step, "device": str(trainer.device),
-            "response_p@1": model.metrics.get("response", {}).get("p@1")} | _cosines(on_gpu, on_cpu)
+            "response_p@1": model.metrics.get("response", {}).get("p@1"),
+            "trained_module_min_cosine": trained["min_cosine"]} | _cosines(on_gpu, on_cpu)
 
 
 def run(inputs: Path, model: str, out: Path, count: int, vectors: int, parts: list[str],
@@ -255,9 +263,27 @@ def run(inputs: Path, model: str, out: Path, count: int, vectors: int, parts: li
             out.write_text(json.dumps(results, indent=1) + "\n")
 
 
-def report(results_file: Path) -> None:
+PARTS = ("embedding", "index", "grouping", "tuning", "training")
+
+
+def merged(results_files: list[Path]) -> tuple[dict[str, Any], list[str]]:
+    """The results of one or more ``run``s (a part that ran in a later file replaces an earlier
+    one's), and when each part kept was measured."""
+    results: dict[str, Any] = {}
+    measured: dict[str, str] = {}
+    for path in results_files:
+        run_results = json.loads(path.read_text())
+        ran = [part for part in PARTS if "failed" not in run_results.get(part, {"failed": "not run"})]
+        results |= {key: value for key, value in run_results.items() if key not in PARTS or key in ran}
+        measured |= dict.fromkeys(ran, run_results["measured"][:16].replace("T", " ") + " UTC")
+    when = [f"{', '.join(part for part in PARTS if measured.get(part) == time)}: {time}"
+            for time in dict.fromkeys(measured.values())]
+    return results, when
+
+
+def report(results_files: list[Path]) -> None:
     """The section of docs/benchmarks.md from ``run``'s results."""
-    results = json.loads(results_file.read_text())
+    results, when = merged(results_files)
     rows: list[list[str]] = []
 
     def add(what: str, gpu: str, cpu: str, agreement: str) -> None:
@@ -277,12 +303,12 @@ def report(results_file: Path) -> None:
             f"{e['gpu_per_s']:,.0f} a second",
             f"{e['cpu_all_cores_per_s']:,.0f} a second (all cores), "
             f"{e['cpu_2_threads_per_s']:,.0f} (2 threads)",
-            f"min cosine {e['min_cosine']:.6f} over {e['cpu_sample']:,}")
+            f"min cosine {e['min_cosine']:.7f} over {e['cpu_sample']:,}")
     if not failed("index"):
         i = results["index"]
         add(f"`index` of {i['questions']:,} questions, `--device cuda`",
             f"{i['embedded_per_s']:,.0f} embedded a second; whole run {i['whole_run_seconds']:.1f} s",
-            "", f"stored vectors: min cosine {i['min_cosine']:.6f} to the CPU's")
+            "", f"stored vectors: min cosine {i['min_cosine']:.7f} to the CPU's")
     if not failed("grouping"):
         g = results["grouping"]
         add(f"near-duplicate pairs among {g['vectors']:,} vectors (11 nearest each, exact)",
@@ -293,17 +319,32 @@ def report(results_file: Path) -> None:
             f"same 11 nearest: {g['same_neighbours']:.2%}")
     if not failed("tuning"):
         t = results["tuning"]
-        add(f"`tune accurate` on {t['pairs']:,} alike pairs ({t['steps']} steps), export included",
-            f"{t['seconds']:.1f} s; held-out score {t['before']:.4f} -> {t['after']:.4f}", "",
-            f"tuned model, ONNX on the CPU vs torch on the GPU: min cosine {t['min_cosine']:.6f}")
+        f32 = t["float32"]
+        pairs = f"{t['pairs']:,} alike pairs"
+        if "file_pairs" in t:
+            pairs += f" of {t['file_pairs']:,} labelled"
+        add(f"`tune accurate` on {pairs}, export included",
+            f"{t['seconds']:.1f} s, {t['steps']} steps (bf16 autocast; float32: {f32['seconds']:.1f} s, "
+            f"{f32['steps']} steps); held-out score {t['before']:.4f} -> {t['after']:.4f} "
+            f"(float32: {f32['after']:.4f})", "",
+            f"tuned model, ONNX on the CPU vs torch on the GPU: min cosine {t['min_cosine']:.7f}")
     if not failed("training"):
         t = results["training"]
         add(f"`train` a 3-layer transformer, {t['steps']} steps on {t['device']}, export included",
             f"{t['seconds']:.1f} s; response P@1 {t['response_p@1']}", "",
-            f"its ONNX export on the CPU vs torch on the GPU: min cosine {t['min_cosine']:.6f}")
-    body = (f"On {results['gpu']} (torch {results['torch']}); the CPU figures are ONNX Runtime on the same "
-            f"machine's cores. ONNX export of the model there: {results['export_seconds']:.1f} s.\n\n"
-            + markdown_table(["what", "GPU", "CPU, same machine", "same results?"], rows))
+            f"its ONNX export on the CPU vs torch on the GPU: min cosine {t['min_cosine']:.7f}; the "
+            f"trained float32 module: {t['trained_module_min_cosine']:.7f}")
+    notes = ["The near-duplicate row is what `duplicates` computes after reading the stored vectors "
+             "(each vector's nearest by exact search, the pairs at 0.9 or more scored and joined into "
+             "groups), on vectors in memory; the CPU's time for all is its rate on 2,000 queries."]
+    tuned = results.get("tuning", {})
+    if "after" in tuned and tuned["after"] <= tuned["before"]:
+        notes.append("`tune` stops at the first epoch that does not raise the held-out score and keeps "
+                     "the best weights: here the first epoch did not, so the base's were kept.")
+    body = (f"On {results['gpu']} (torch {results['torch']}); the CPU figures are ONNX Runtime (numpy for "
+            f"the exact search) on the same machine's cores. Measured by part: {'; '.join(when)}.\n\n"
+            + markdown_table(["what", "GPU", "CPU, same machine", "same results?"], rows)
+            + "\n\n" + " ".join(notes))
     write_section("gpu", "GPU machine (issue 53)", "python -m bench.gpu prepare DIR; python -m bench.gpu "
                   "run DIR --out results.json (on the GPU machine); python -m bench.gpu report results.json",
                   body, datetime.fromisoformat(results["measured"]), on=results["machine"])
@@ -326,7 +367,8 @@ def main() -> None:
     ran.add_argument("--device", default="cuda")
     ran.add_argument("--parts", nargs="+", default=["embedding", "index", "grouping", "tuning", "training"])
     reported = commands.add_parser("report")
-    reported.add_argument("results", type=Path)
+    reported.add_argument("results", type=Path, nargs="+", help="one run's results, or several: "
+                                                              "a later run's part replaces an earlier one's")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.directory, args.questions, args.pairs, args.dialogues)

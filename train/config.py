@@ -113,6 +113,7 @@ class TrainingConfig:
     checkpoint_every: int = 100
     log_every: int = 10
     half_precision: bool = False  # save fp16 weights
+    mixed_precision: bool = True  # on a GPU, compute in bf16 where autocast may (the CPU: float32)
     int8_embeddings: bool = False  # save the embedding tables as int8 rows, a scale each
     # train once under each of these seeds (RUN_DIR/seed-N) and keep the uniform average of their
     # weights as RUN_DIR/model (train.seed_average); empty: one run under the config's seed

@@ -23,10 +23,17 @@ def response_scores(model: TrainedModel, inputs: Sequence[str],
     one, else cosine similarity (an encoder not trained for response selection)."""
     if model.response_head is None:
         return model.encoder.encode(inputs) @ model.encoder.encode(responses).T
-    u = torch.from_numpy(model.encoder.encode(inputs, normalize=False))
-    r = torch.from_numpy(model.encoder.encode(responses, normalize=False))
+    u, r = _head_inputs(model.response_head, model.encoder.encode(inputs, normalize=False),
+                        model.encoder.encode(responses, normalize=False))
     with torch.inference_mode():
-        return model.response_head.scores(u, r).numpy()
+        return model.response_head.scores(u, r).cpu().numpy()
+
+
+def _head_inputs(head: torch.nn.Module, *vectors: np.ndarray) -> list[torch.Tensor]:
+    """Encoded vectors as tensors on the head's device (a model trained on a GPU is there)."""
+    parameter = next(head.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    return [torch.from_numpy(array).to(device) for array in vectors]
 
 
 def response_precision(model: TrainedModel, pairs: Sequence[tuple[str, str]], group: int = 100,
@@ -65,9 +72,9 @@ def response_precision(model: TrainedModel, pairs: Sequence[tuple[str, str]], gr
 def nli_accuracy(model: TrainedModel, pairs: Sequence[NliPair]) -> dict[str, float]:
     if model.nli_head is None:
         raise ValueError("this model has no NLI head: train it with NLI data to evaluate NLI")
-    u = torch.from_numpy(model.encoder.encode([p.premise for p in pairs], normalize=False))
-    v = torch.from_numpy(model.encoder.encode([p.hypothesis for p in pairs], normalize=False))
+    u, v = _head_inputs(model.nli_head, model.encoder.encode([p.premise for p in pairs], normalize=False),
+                        model.encoder.encode([p.hypothesis for p in pairs], normalize=False))
     with torch.inference_mode():
-        predicted = model.nli_head(u, v).argmax(dim=-1).numpy()
+        predicted = model.nli_head(u, v).argmax(dim=-1).cpu().numpy()
     gold = np.array([NLI_LABELS.index(p.label) for p in pairs])
     return {"accuracy": float((predicted == gold).mean()), "n": len(pairs)}

@@ -59,6 +59,7 @@ class TuneSettings:
     score_loss: str | None = None  # ranking | regression (TrainingConfig.sts_loss); default: by kind
     teacher: str | None = None  # a DAN base distills it on the training texts (a model or pretrained:NAME)
     device: Device = Device.auto  # where it trains (auto: a GPU where torch sees one)
+    mixed_precision: bool = True  # bf16 autocast on a GPU (TrainingConfig.mixed_precision)
     seed: int = 13
 
 
@@ -206,7 +207,8 @@ def tune_config(base: str, kind: str, plan: EpochPlan, settings: TuneSettings,
             distill_ratio=plan.distill_share if distills else 0.0,
             eval_every=plan.steps, checkpoint_every=max(1, plan.steps // 2),
             log_every=max(1, plan.steps // 4),
-            half_precision=True, int8_embeddings=vocabulary_kind),
+            half_precision=True, int8_embeddings=vocabulary_kind,
+            mixed_precision=settings.mixed_precision),
     )
 
 

@@ -268,7 +268,8 @@ class Trainer:
              labels: torch.Tensor | None = None) -> float:
         """One optimiser step of the task named ``task`` on this worker's share of a global batch."""
         self.model.train()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+        mixed = self.device.type == "cuda" and self.config.training.mixed_precision
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=mixed):
             loss = self.wrapped(self.tasks[task], first, second, labels, self.state.step)
         for optimizer in self.optimizers:
             optimizer.zero_grad()
