@@ -18,9 +18,9 @@ class ExactSearch:
     padded with -1 ids where fewer than ``k`` vectors are held."""
 
     def __init__(self, ids: np.ndarray, vectors: np.ndarray, device: torch.device) -> None:
-        self.device = device
-        self.ids = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(device)
-        self.vectors = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(device)
+        self.device = device  # torch.tensor copies: a store's arrays may be read-only
+        self.ids = torch.tensor(ids, dtype=torch.int64, device=device)
+        self.vectors = torch.tensor(vectors, dtype=torch.float32, device=device)
 
     @classmethod
     def of_chunks(cls, chunks: Iterable[tuple[np.ndarray, np.ndarray]], device: torch.device) -> ExactSearch:
@@ -36,8 +36,8 @@ class ExactSearch:
         ids = np.full((len(queries), k), -1, dtype=np.int64)
         with float32_products():
             for start in range(0, len(queries), QUERY_BLOCK):
-                block = torch.from_numpy(np.ascontiguousarray(queries[start:start + QUERY_BLOCK],
-                                                              dtype=np.float32)).to(self.device)
+                block = torch.tensor(queries[start:start + QUERY_BLOCK], dtype=torch.float32,
+                                     device=self.device)
                 top, where = torch.topk(block @ self.vectors.T, found, dim=1)
                 end = start + len(block)
                 scores[start:end, :found] = top.cpu().numpy()
