@@ -42,15 +42,15 @@ def gpu_device(device: Device) -> torch.device | None:
 
 def embedding_encoder(spec: str, device: Device, threads: int | None = None) -> Encoder:
     """The encoder that embeds many texts with model ``spec``: on a GPU a transformer runs in
-    torch (``train.torch_encoder``); elsewhere, and for a model that runs in numpy (a DAN), the
-    encoder every query uses (``core.loader``)."""
+    torch (``train.torch_encoder``); elsewhere, and for a model that runs in numpy (a DAN, for
+    which ``cuda`` is only checked), the encoder every query uses (``core.loader``)."""
     from core.loader import EXPORTED_KINDS, load_encoder
     from core.model_dir import pretrained_name, read_model_config
 
     spec = exported(spec)
     transformer = pretrained_name(spec) is not None or read_model_config(Path(spec))["kind"] in EXPORTED_KINDS
-    gpu = gpu_device(device) if transformer else None
-    if gpu is None:
+    gpu = gpu_device(device) if transformer or device is Device.cuda else None
+    if gpu is None or not transformer:
         return load_encoder(spec, threads=threads)
     from train.torch_encoder import TorchEncoder
 
