@@ -8,6 +8,7 @@ library (``core.errors``, ``core.data_dir``, ``core.model_dir``, ``indexer.choic
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
 from core.errors import UserError
+from core.numbers import decimal, integer
 from indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
 from retrieval.fusion import SearchMode
 
@@ -96,14 +98,38 @@ def require_utf8(param: click.Parameter, value: object) -> None:
                                "(check the terminal's or the script's encoding)")
 
 
+# click's number types, by name (typer brings its own copy of click): what each reads with
+_NUMBER_READERS: dict[str, Callable[[str], object]] = {
+    "int": integer, "int range": integer, "integer": integer, "integer range": integer,
+    "float": decimal, "float range": decimal}
+
+
+def _plain_number(kind: Any) -> Any:
+    """A copy of the click number type ``kind`` that takes only numbers written in decimal
+    digits (``core.numbers``): not ``1_000``, ``nan`` or ``inf``, which Python's ``int`` and
+    ``float`` would take. (A copy: click's ``INT`` is shared.)"""
+    read, plain_kind = _NUMBER_READERS[kind.name], copy.copy(kind)
+
+    def convert(value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and read(value) is None:
+            plain_kind.fail(f"{value!r} is not a number written in decimal digits", param, ctx)
+        return kind.convert(value, param, ctx)
+
+    plain_kind.convert = convert
+    return plain_kind
+
+
 class _FlagsReadAsFlags:
-    """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``."""
+    """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``; number
+    options take numbers as people write them (``_plain_number``)."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)  # type: ignore[misc]
         for param in params:
             if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
                 param.metavar = ""
+            if getattr(param.type, "name", None) in _NUMBER_READERS:
+                param.type = _plain_number(param.type)
         return params
 
 
@@ -181,25 +207,6 @@ ModeOption = Annotated[SearchMode | None, typer.Option(
     show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", envvar=INDEX_ENV_VAR, show_envvar=True,
                                            help="Index directory.")]
-
-class MinMatchError(UserError):
-    """A --min-match that is not a share of 100%."""
-
-
-def parse_min_match(text: str, zero_allowed: bool = True) -> float:
-    """``--min-match`` as a fraction: ``70%``, ``70`` (1 or more: a percentage, as the match
-    column shows it; so ``1`` is 1%) and ``0.7`` are all 0.7."""
-    stripped = text.strip()
-    try:
-        number = float(stripped.removesuffix("%"))
-    except ValueError:
-        raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 70% or 0.7)") from None
-    fraction = number / 100 if stripped.endswith("%") or number >= 1 else number
-    if not (fraction >= 0 if zero_allowed else fraction > 0) or fraction > 1:
-        lowest = "from 0" if zero_allowed else "above 0"
-        raise MinMatchError(f"--min-match {text!r}: must be {lowest} and at most 100%")
-    return fraction
-
 
 DateFormatOption = Annotated[DateOrder | None, typer.Option(
     "--date-format", help="How to read a date written in numbers only, such as 10/01/2024: dmy "

@@ -19,7 +19,6 @@ from app.common import (
     IndexOption,
     app,
     json_line,
-    parse_min_match,
     plain,
     printable,
     progress_bars,
@@ -27,6 +26,7 @@ from app.common import (
     user_errors,
 )
 from core.errors import UserError
+from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def duplicates(
 
     output_format = GroupsFormat.json if as_json else output_format
     with user_errors():
-        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match, zero_allowed=False)
+        threshold = DEFAULT_MIN_MATCH if min_match is None else share(min_match, zero_allowed=False)
         if out is not None:  # before any work
             file_format = _file_format(out, output_format)
             require_output_file(out)

@@ -24,7 +24,6 @@ from app.common import (
     app,
     exported,
     json_line,
-    parse_min_match,
     plain,
     printable,
     progress_bars,
@@ -34,6 +33,7 @@ from app.common import (
     user_errors,
 )
 from core.model_dir import DEFAULT_MODEL
+from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
 from retrieval.fusion import SearchMode
 
@@ -177,7 +177,8 @@ def search(
         "--like", help="More like this: the questions most alike to the one with this id (as "
                        "`show` takes it) instead of a query; by meaning.")] = None,
     min_match: Annotated[str, typer.Option(
-        "--min-match", help="Leave out hits whose match is below this (50% or 0.5).")] = "0",
+        "--min-match", help="Leave out hits whose match is below this: 50% or 0.5 (a number "
+                            "without % is a fraction: 1 is 100%).")] = "0",
     collapse: Annotated[bool, typer.Option(
         "--collapse", help="Fold near-duplicates (cosine 0.95 or more) into the better hit they "
                            "repeat, shown as \"(+N alike)\".")] = False,
@@ -222,7 +223,7 @@ def search(
         filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
-        shown = Shown(k, parse_min_match(min_match), collapse)
+        shown = Shown(k, share(min_match), collapse)
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
@@ -378,6 +379,6 @@ def tui(
 
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
-        lowest = None if min_match is None else parse_min_match(min_match)
+        lowest = None if min_match is None else share(min_match)
     SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=lowest,
               collapse=collapse).run()

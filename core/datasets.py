@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -23,8 +22,11 @@ from typing import IO, Any
 import numpy as np
 
 from core.data_dir import DataError
+from core.numbers import decimal
 
 # --------------------------------------------------------------------------- text files
+
+_NOT_FINITE = re.compile(r"[+-]?(?:nan|inf(?:inity)?)", re.IGNORECASE)
 
 
 def _open_binary(path: Path) -> IO[bytes]:
@@ -79,14 +81,13 @@ def _fields(path: Path, number: int, row: list[str], minimum: int, what: str) ->
 
 
 def parse_number(path: Path, number: int, text: str, name: str) -> float:
-    """The float in field ``name`` of line ``number``; a ``DataError`` when it is not one, or
-    not finite (a NaN would order and average as no score does)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise DataError(path, f"{name} is not a number: {text!r}", number) from None
-    if not math.isfinite(value):
-        raise DataError(path, f"{name} is {text!r}: give a finite number", number)
+    """The number in field ``name`` of line ``number`` (``core.numbers.decimal``: decimal digits,
+    not Python's ``1_000``); a ``DataError`` when it is not one, or not finite (a NaN would order
+    and average as no score does)."""
+    value = decimal(text)
+    if value is None:
+        what = "give a finite number" if _NOT_FINITE.fullmatch(text.strip()) else "not a number"
+        raise DataError(path, f"{name} is {text!r}: {what}", number)
     return value
 
 
