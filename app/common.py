@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from app.safe_text import printable
 from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
@@ -40,30 +41,6 @@ if TYPE_CHECKING:
 
 
 _UNDECODABLE = re.compile("[\ud800-\udfff]")
-# C0 and C1 controls, DEL, bidirectional overrides and isolates, and lone surrogates
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _visible(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as Python keeps it (surrogateescape)
-        code -= 0xDC00
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: object, keep: str = "\n\t") -> str:
-    """``text`` safe to write to a terminal: control characters other than those in ``keep``,
-    bidirectional overrides and undecodable bytes become visible escapes (``\\x1b``,
-    ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
-    the screen, set the window title, reorder what follows nor break the output's encoding."""
-    return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
-
-
-def json_line(value: object) -> str:
-    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
-    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
-    controls too (``\\u009b``), which decode to the same text."""
-    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def markup_safe(text: object) -> str:
@@ -314,10 +291,10 @@ def result_subject(result: SearchResult) -> str:
     return f"{subject}  (+{len(result.alike)} alike)" if result.alike else subject
 
 
-def result_value(result: SearchResult, field: str) -> str:
+def result_value(result: SearchResult, field: str) -> str | float:
     """One field of a hit as plain text (CSV, TSV): the match as a fraction, the source's whole path."""
     if field == "match":
-        return f"{result.match:.4f}"
+        return round(result.match, 4)
     if field in ("category", "date"):
         return printable(result.metadata.get(field) or "", keep="")
     return printable({"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
@@ -330,7 +307,7 @@ def result_row(result: SearchResult, fields: tuple[str, ...] = DEFAULT_FIELDS,
     the match as a percentage and a bar, the source by its file name."""
     cells = {"match": f"{result.match:>4.0%} {similarity_bar(result.match, bar_width)}",
              "subject": result_subject(result), "source": printable(Path(result.source).name, keep="")}
-    return (str(result.rank), *(cells.get(field) or result_value(result, field) for field in fields))
+    return (str(result.rank), *(cells.get(field) or str(result_value(result, field)) for field in fields))
 
 
 def question_markup(subject: str, body: str, metadata: dict[str, Any], facts: list[str]) -> str:

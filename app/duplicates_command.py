@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Callable
 from enum import StrEnum
@@ -18,13 +17,12 @@ from app.common import (
     DateFormatOption,
     IndexOption,
     app,
-    json_line,
     plain,
-    printable,
     progress_bars,
     stderr,
     user_errors,
 )
+from app.safe_text import SpreadsheetWriter, json_line
 from core.errors import UserError
 from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
@@ -51,17 +49,17 @@ class OutputFormatError(UserError):
 
 def _csv_text(groups: list[DuplicateGroup]) -> str:
     """One row per question: its group's number and size, its place in the group (1: the most
-    central), and the question. Control characters in the stored text are written as visible
-    escapes (``\\x1b``, ``\\n``), as every command prints them: one line per question, nothing a
-    terminal acts on."""
+    central), and the question, through ``SpreadsheetWriter``: control characters in the stored
+    text as visible escapes (``\\x1b``, ``\\n``), as every command prints them, and a text that a
+    spreadsheet would run as a formula prefixed with ``'``."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer = SpreadsheetWriter(buffer)
+    writer.row(CSV_COLUMNS)
     for number, group in enumerate(groups, start=1):
         for position, member in enumerate(group.members, start=1):
             row = member.as_json()
-            text = [printable(row[key] or "", keep="") for key in ("id", "source", "subject", "date")]
-            writer.writerow([number, len(group.members), position, *text, row["match"]])
+            writer.row([number, len(group.members), position,
+                        *(row[key] for key in ("id", "source", "subject", "date")), row["match"]])
     return buffer.getvalue()
 
 

@@ -21,11 +21,11 @@ from app.common import (
     message_line,
     plain,
     print_lines,
-    printable,
     shipped_models,
     stderr,
     user_errors,
 )
+from app.safe_text import printable
 from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, Engine, OnError
 from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 

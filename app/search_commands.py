@@ -23,15 +23,14 @@ from app.common import (
     ModeOption,
     app,
     exported,
-    json_line,
     plain,
-    printable,
     progress_bars,
     question_markup,
     result_row,
     result_value,
     user_errors,
 )
+from app.safe_text import json_line
 from core.model_dir import DEFAULT_MODEL
 from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
@@ -136,14 +135,13 @@ def _results_table(answered: Answered, fields: tuple[str, ...]) -> Table:
 
 def _write_rows(answers: list[Answered], fields: tuple[str, ...], delimiter: str) -> None:
     """CSV or TSV on stdout: a header, then a row per hit with the search it answers."""
-    import csv
+    from app.safe_text import SpreadsheetWriter
 
-    writer = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
-    writer.writerow(["search", "rank", *fields])
+    writer = SpreadsheetWriter(sys.stdout, delimiter)
+    writer.row(["search", "rank", *fields])
     for answered in answers:
         for result in answered.shown:
-            writer.writerow([printable(answered.label, keep=""), result.rank,
-                             *(result_value(result, field) for field in fields)])
+            writer.row([answered.label, result.rank, *(result_value(result, field) for field in fields)])
 
 
 def _print_answers(answers: list[Answered], output: ResultsFormat, fields: tuple[str, ...],

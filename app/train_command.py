@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from app.common import DataDirOption, app, printable, user_errors
+from app.common import DataDirOption, app, user_errors
+from app.safe_text import printable
 
 
 @app.command("train")

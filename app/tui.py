@@ -22,7 +22,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, SelectionList, Static
 
-from app.common import markup_safe, printable, question_markup, result_row
+from app.common import markup_safe, question_markup, result_row
+from app.safe_text import printable
 from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.fusion import SearchMode

@@ -15,7 +15,8 @@ def test_decimal_reads_decimal_numbers(text, value):
     assert decimal(text) == value
 
 
-@pytest.mark.parametrize("text", ["1_000", "nan", "inf", "-Infinity", "0x10", "1e400", "١٢", "", "5 0", "1,5"])
+@pytest.mark.parametrize("text", ["1_000", "nan", "inf", "-Infinity", "0x10", "1e400", "١٢", "", "5 0",
+                                  "1,5"])
 def test_decimal_refuses_what_is_not_written_in_decimal_digits(text):
     assert decimal(text) is None
 
