@@ -67,10 +67,11 @@ T = TypeVar("T")
 
 
 def clean_text(value: Any) -> str:
-    """Text with control characters removed (they break terminals and some databases) and line
-    endings made ``\n`` (a CSV field's CRLF and a JSON string's must read the same)."""
+    """Text as it is stored: as given, but for line endings made ``\n`` (a CSV field's CRLF and a
+    JSON string's must read the same) and NUL removed (no database keeps it in text). Other
+    control characters are kept; whatever shows the text escapes them (``app.safe_text``)."""
     text = "" if value is None else str(value)
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
 def normalize_id(value: Any) -> str:
@@ -87,8 +88,8 @@ def category_key(value: Any) -> str | None:
 
 
 def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
-    """Metadata as every database stores it: control characters dropped from strings (keys
-    too); ValueError naming the field for NaN or infinite numbers (JSON has none) and for
+    """Metadata as every database stores it: strings (keys too) as ``clean_text`` keeps them;
+    ValueError naming the field for NaN or infinite numbers (JSON has none) and for
     nesting deeper than METADATA_DEPTH."""
     if depth > METADATA_DEPTH:
         raise ValueError(f"{name} is nested deeper than {METADATA_DEPTH} levels")

@@ -1,0 +1,51 @@
+"""What `askalike index` stores and how later runs treat it: text kept as given, ids made from
+text, the index type asked for, directories that hold no index, sources with one file name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import assert_one_line_error, collection, index, invoke, write_jsonl
+
+from indexer.directory import check_index
+from indexer.store import Store
+
+
+def _stored(index_dir, source) -> dict:
+    with Store(f"sqlite:///{index_dir / 'askalike.sqlite3'}", read_only=True) as store:
+        return store.questions_of(str(source.resolve()))
+
+
+@pytest.mark.reliability("control characters in a question (ESC, BEL, C1 CSI, a bidi override) and "
+                         "a NUL, indexed, then `show`, `search` (table) and `search --json`",
+                         "the text is stored as given (but NUL, which no database keeps as text); "
+                         "the table and `show` show it escaped (`\\x1b`), JSON as `\\u001b`")
+def test_control_characters_are_stored_as_given_and_shown_escaped(tmp_path, tiny_model):
+    subject = "visa \x1b[2J renewal\x07 \u009b1m \u202eevil"
+    source = write_jsonl(tmp_path / "q.jsonl", [{"id": "c1", "subject": subject, "body": "a\x00b"},
+                                                *collection(5)])
+    index(source, tmp_path / "index", tiny_model)
+    stored = _stored(tmp_path / "index", source)["c1"]
+    assert (stored.subject, stored.body) == (subject, "ab")
+    for args in (("show", "c1"), ("search", "visa renewal", "--mode", "dense")):
+        shown = invoke(*args, "--index", tmp_path / "index", env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        assert "\x1b" not in shown.stdout and "\u009b" not in shown.stdout and "\u202e" not in shown.stdout
+        assert "\\x1b[2J" in shown.stdout
+    printed = invoke("search", "visa renewal", "--index", tmp_path / "index", "--json", "--mode", "dense")
+    assert "\\u001b" in printed.stdout and "\\u009b" in printed.stdout and "\\u202e" in printed.stdout
+    hit = next(h for h in json.loads(printed.stdout)["results"] if h["id"] == "c1")
+    assert hit["subject"] == subject
+
+
+@pytest.mark.reliability("a lone surrogate (`\\ud800`, half a UTF-16 pair) in a JSON Lines row, "
+                         "indexed", "exit 2 naming the file and line; nothing stored; no traceback")
+def test_a_lone_surrogate_is_a_bad_row(tmp_path, tiny_model):
+    index(write_jsonl(tmp_path / "good.jsonl", collection(5)), tmp_path / "index", tiny_model)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "ok", "subject": "fine"}\n{"id": "s", "subject": "half \\ud800 a pair"}\n')
+    result = invoke("index", bad, "--index", tmp_path / "index")
+    assert_one_line_error(result, r"bad\.jsonl:2: the string 'half \\ud800 a pair' holds \\ud800, half "
+                                  r"of a UTF-16 pair")
+    assert check_index(tmp_path / "index").ok and _stored(tmp_path / "index", bad) == {}
