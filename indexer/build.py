@@ -50,7 +50,7 @@ from indexer.layout import (
 )
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
-from indexer.source_identity import Overlaps, aliased, distinct_sources
+from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source
 from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
 from indexer.store import Store, source_named
 from indexer.sync import sync_vector_index
@@ -169,7 +169,8 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     Returns ``files`` with a path to a stored source's file named as that source."""
     stored = list(store.counts_by_source()) if store is not None else []
     files = aliased(files, stored, report.warnings)
-    kept = [] if options.prune else stored  # a prune removes the sources that the run does not name
+    # a prune removes the files that the run does not name; the API's sources stay
+    kept = [name for name in stored if not is_file_source(name)] if options.prune else stored
     overlaps = Overlaps(store, [name for name, _ in files], kept)
     failures: list[DataError] = []  # --on-error stop: every source's bad rows, reported together
     with index_progress(options.show_progress) as progress:
@@ -295,10 +296,11 @@ def _embedder(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder
 
 
 def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
-    """Stored questions that none of the sources has (what --prune removes)."""
+    """Stored questions of files that none of the sources has (what --prune removes); those
+    written through the API belong to no file and stay."""
     kept = dict(files)
     return [row_id for row_id, source, external_id in store.question_keys()
-            if source not in kept or external_id not in kept[source].ids]
+            if is_file_source(source) and (source not in kept or external_id not in kept[source].ids)]
 
 
 def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOptions) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.datasets import DataError, json_lines, numbered_lines, sniff_delimiter
-from core.dates import DateOrder, DateValueError, parse_date
+from core.dates import ORDER_OPTION, DateOrder, DateValueError, parse_date
 from core.text import join_subject_body
 from indexer.choices import OnError
 
@@ -379,22 +379,23 @@ def _file_state(path: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def date_of(value: Any, order: DateOrder | None) -> datetime | None:
+def date_of(value: Any, order: DateOrder | None, order_option: str = ORDER_OPTION) -> datetime | None:
     """A ``date`` metadata value as an instant in UTC (None: no date given); DateValueError for
     a value that is not a date."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise DateValueError(f"is {_JSON_TYPES[type(value)]}, not a date")
-    return parse_date(str(value), order).moment
+    return parse_date(str(value), order, order_option).moment
 
 
-def dated(question: SourceQuestion, order: DateOrder | None, path: Path) -> tuple[SourceQuestion, str | None]:
+def dated(question: SourceQuestion, order: DateOrder | None, path: Path,
+          order_option: str = ORDER_OPTION) -> tuple[SourceQuestion, str | None]:
     """``question`` with its date parsed, and the warning for a value that is not a date (the
-    question is kept, undated)."""
+    question is kept, undated; an ambiguous one names ``order_option``)."""
     value = question.metadata.get(DATE_KEY)
     try:
-        return replace(question, dated=date_of(value, order)), None
+        return replace(question, dated=date_of(value, order, order_option)), None
     except DateValueError as err:
         where = "" if question.line is not None else f"question {question.external_id!r}: "
         return question, str(DataError(path, f"{where}{DATE_KEY} {value!r} {err}", question.line))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from core.dates import DateOrder, DateValueError, date_window
+from core.dates import ORDER_OPTION, DateOrder, DateValueError, date_window
 from core.encoder import Encoder
 from core.errors import UserError
 from core.lexical import LexicalIndex
@@ -36,6 +36,7 @@ from core.similarity import require_text
 from core.sorted_ids import find_sorted
 from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.manifest import load_lexical
+from indexer.source_identity import source_labels
 from indexer.store import StoredQuestion, source_named
 from indexer.tuning import SEARCH_PARAMETERS, query_settings
 from indexer.vector_index import (
@@ -84,12 +85,14 @@ class SearchFilters:
     date_from: str | None = None
     date_to: str | None = None
     date_order: DateOrder | None = None
+    order_option: str = field(default=ORDER_OPTION, compare=False)  # what gives date_order (messages)
     # [start, end) in UTC of the dates that pass (None: open)
     window: tuple[datetime | None, datetime | None] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
-            object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order))
+            object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order,
+                                                           self.order_option))
         except DateValueError as err:
             raise SearchError(str(err)) from None
         object.__setattr__(self, "sources", tuple(map(source_named, self.sources)))
@@ -166,13 +169,14 @@ class SearchResult:
         text = " ".join(self.body.split())
         return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rstrip() + "…"
 
-    def as_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "id": self.external_id, "source": self.source,
+    def as_json(self, source_label: Callable[[str], str] = str) -> dict[str, Any]:
+        """The hit as JSON; sources named by ``source_label`` (the whole stored name unless told)."""
+        return {"rank": self.rank, "id": self.external_id, "source": source_label(self.source),
                 "subject": self.subject, "excerpt": self.excerpt, "match": round(self.match, 4),
                 "cosine": round(self.cosine, 6), "score": round(self.score, 6),
                 "duplicate_of": self.duplicate_of,
-                "alike": [{"id": other.external_id, "source": other.source, "match": round(other.match, 4)}
-                          for other in self.alike],
+                "alike": [{"id": other.external_id, "source": source_label(other.source),
+                           "match": round(other.match, 4)} for other in self.alike],
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
 
 
@@ -192,8 +196,9 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
         raise SearchError(f"no question with id {external_id!r} in {index.directory}"
                           + (f" from {', '.join(sources)}" if sources else ""))
     if len(found) > 1:
+        labels = source_labels(index.store.counts_by_source())
         raise SearchError(f"id {external_id!r} is in {len(found)} sources "
-                          f"({', '.join(Path(q.source).name for q in found)}): name one with --source")
+                          f"({', '.join(labels[q.source] for q in found)}): name one with --source")
     return found[0]
 
 
@@ -258,6 +263,15 @@ class Searcher:
     @property
     def count(self) -> int:
         return int(self.index.faiss.ntotal)
+
+    @cached_property
+    def source_labels(self) -> dict[str, str]:
+        """Each stored source as a person is shown it (``source_identity.source_labels``), read
+        once for the state this searcher opened."""
+        return source_labels(self.index.store.counts_by_source())
+
+    def source_label(self, source: str) -> str:
+        return self.source_labels.get(source, source)
 
     @cached_property
     def lexical(self) -> LexicalIndex:
