@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -301,12 +301,14 @@ def result_value(result: SearchResult, field: str) -> str | float:
                       "source": result.source}[field], keep="")
 
 
-def result_row(result: SearchResult, fields: tuple[str, ...] = DEFAULT_FIELDS,
-               bar_width: int = 10) -> tuple[str, ...]:
+def result_row(result: SearchResult, source_labels: Mapping[str, str],
+               fields: tuple[str, ...] = DEFAULT_FIELDS, bar_width: int = 10) -> tuple[str, ...]:
     """A search hit as the cells of a table (the CLI's and the TUI's): its rank, then ``fields``;
-    the match as a percentage and a bar, the source by its file name."""
+    the match as a percentage and a bar, the source by its name (``Searcher.source_labels``: the
+    file name, with its folder where two sources share one)."""
     cells = {"match": f"{result.match:>4.0%} {similarity_bar(result.match, bar_width)}",
-             "subject": result_subject(result), "source": printable(Path(result.source).name, keep="")}
+             "subject": result_subject(result),
+             "source": printable(source_labels.get(result.source, result.source), keep="")}
     return (str(result.rank), *(cells.get(field) or str(result_value(result, field)) for field in fields))
 
 

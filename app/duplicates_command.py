@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -67,7 +67,7 @@ def _json_text(groups: list[DuplicateGroup]) -> str:
     return "".join(json_line(group.as_json(number)) + "\n" for number, group in enumerate(groups, start=1))
 
 
-def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
+def _group_table(number: int, group: DuplicateGroup, source_labels: Mapping[str, str]) -> RenderableType:
     from rich.table import Table
 
     table = Table(title=plain(f"group {number}: {len(group.members)} questions"), title_justify="left")
@@ -80,7 +80,7 @@ def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
         question = member.question
         table.add_row(f"{member.match:>4.0%}", plain(question.external_id),
                       plain(question.subject or " ".join(question.body.split())[:120]),
-                      plain(Path(question.source).name), plain(question.metadata.get("date") or ""))
+                      plain(source_labels[question.source]), plain(question.metadata.get("date") or ""))
     return table
 
 
@@ -117,6 +117,7 @@ def duplicates(
     part (its scores have no scale that one threshold could mean)."""
     from core.files import require_output_file, write_text_atomically
     from indexer.directory import open_index
+    from indexer.source_identity import source_labels
     from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
 
     output_format = GroupsFormat.json if as_json else output_format
@@ -130,6 +131,7 @@ def duplicates(
             find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
                            neighbours=neighbours, strict=strict)
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
+            labels = source_labels(index.store.counts_by_source())
         finally:
             index.close()
         summary = _summary(groups, threshold, since)
@@ -138,7 +140,7 @@ def duplicates(
                                   else _json_text(groups))
             stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
             return
-    _print_groups(groups, output_format, summary)
+    _print_groups(groups, output_format, summary, labels)
 
 
 def _with_progress_bar(find: Callable[..., list[DuplicateGroup]]) -> list[DuplicateGroup]:
@@ -167,7 +169,8 @@ def _file_format(out: Path, output_format: GroupsFormat) -> GroupsFormat:
     return by_suffix[out.suffix.lower()]
 
 
-def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, summary: str) -> None:
+def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, summary: str,
+                  source_labels: Mapping[str, str]) -> None:
     if output_format is GroupsFormat.csv:
         typer.echo(_csv_text(groups), nl=False)
     elif output_format is GroupsFormat.json:
@@ -177,5 +180,5 @@ def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, sum
 
         console = Console()
         for number, group in enumerate(groups, start=1):
-            console.print(_group_table(number, group))
+            console.print(_group_table(number, group, source_labels))
         console.print(plain(summary), highlight=False, soft_wrap=True)

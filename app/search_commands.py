@@ -102,6 +102,7 @@ class Answered:
     payload: dict[str, Any]
     found: int  # hits before --min-match and --collapse
     shown: list[SearchResult]
+    source_labels: dict[str, str]  # the sources as the table names them (Searcher.source_labels)
 
 
 def _nothing_shown(answered: Answered, filtered: bool, min_match: float) -> str:
@@ -129,7 +130,7 @@ def _results_table(answered: Answered, fields: tuple[str, ...]) -> Table:
         else:
             table.add_column(name, justify="right" if name == "match" else "left", no_wrap=True)
     for result in answered.shown:
-        table.add_row(*map(Text, result_row(result, fields)))
+        table.add_row(*map(Text, result_row(result, answered.source_labels, fields)))
     return table
 
 
@@ -229,7 +230,8 @@ def search(
             hits = shown.of(searcher, found)
             answers = [Answered(f"like {liked.external_id}",
                                 f"more like {liked.external_id} “{liked.subject}”",
-                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits)]
+                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits,
+                                searcher.source_labels)]
         else:
             ran = mode or searcher.default_mode
             answers = []
@@ -237,7 +239,7 @@ def search(
                                    strict=True):
                 hits = shown.of(searcher, found)
                 answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
-                                        len(found), hits))
+                                        len(found), hits, searcher.source_labels))
     _print_answers(answers, ResultsFormat.json if as_json else output, columns, bool(filters),
                    shown.min_match)
 
@@ -256,12 +258,14 @@ def show(
     from rich.console import Console
 
     from indexer.directory import open_index
+    from indexer.source_identity import source_labels
     from retrieval.searcher import find_question
 
     with user_errors():
         index = open_index(index_dir, database)
         try:
             question = find_question(index, question_id, () if source is None else (source,))
+            label = source_labels(index.store.counts_by_source())[question.source]
         finally:
             index.close()
     if as_json:
@@ -269,7 +273,7 @@ def show(
                               "subject": question.subject, "body": question.body,
                               "metadata": question.metadata}))
         return
-    facts = [f"id {question.external_id}", f"source {Path(question.source).name}"]
+    facts = [f"id {question.external_id}", f"source {label}"]
     Console().print(question_markup(question.subject, question.body, question.metadata, facts))
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 from indexer.layout import default_database_url
+from indexer.source_identity import source_labels
 
 if TYPE_CHECKING:
     from indexer.build import IndexReport
@@ -43,8 +44,10 @@ def duration(seconds: float) -> str:
 
 
 def counted(items: Mapping[str, int], limit: int = SOURCES_NAMED) -> str:
-    """``name count`` pairs by file name, the first ``limit`` and how many more."""
-    named = [f"{Path(name).name} ({count:,})" for name, count in list(items.items())[:limit]]
+    """``name count`` pairs of sources by name (their file names, with as many folders as tell
+    two of one name apart: ``source_labels``), the first ``limit`` and how many more."""
+    labels = source_labels(items)
+    named = [f"{labels[name]} ({count:,})" for name, count in list(items.items())[:limit]]
     more = len(items) - len(named)
     return ", ".join(named) + (f" and {more:,} more" if more else "")
 

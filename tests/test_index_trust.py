@@ -49,3 +49,25 @@ def test_a_lone_surrogate_is_a_bad_row(tmp_path, tiny_model):
     assert_one_line_error(result, r"bad\.jsonl:2: the string 'half \\ud800 a pair' holds \\ud800, half "
                                   r"of a UTF-16 pair")
     assert check_index(tmp_path / "index").ok and _stored(tmp_path / "index", bad) == {}
+
+
+@pytest.mark.reliability("two sources with one file name in different folders (`a/c200.csv`, "
+                         "`b/c200.csv`), indexed in one run, then `index-info`, `search` and `show`",
+                         "each named by its folder and file name (`a/c200.csv (20), b/c200.csv (20)`), "
+                         "never twice `c200.csv`; `--source a/c200.csv` picks that one")
+def test_sources_of_one_file_name_are_told_apart(tmp_path, tiny_model):
+    rows = collection(40)
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    first = write_jsonl(tmp_path / "a" / "c200.jsonl", rows[:20])
+    second = write_jsonl(tmp_path / "b" / "c200.jsonl", rows[20:])
+    ran = invoke("index", first, second, "--model", tiny_model, "--index", tmp_path / "index")
+    assert ran.exit_code == 0, ran.output
+    assert "from a/c200.jsonl (20), b/c200.jsonl (20)" in ran.stdout
+    info = invoke("index-info", "--index", tmp_path / "index")
+    assert "2 sources: a/c200.jsonl (20), b/c200.jsonl (20)" in info.stdout
+    table = invoke("search", "visa", "--index", tmp_path / "index", "--source", "b/c200.jsonl", "-k", "3",
+                   env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "b/c200.jsonl" in table.stdout and "a/c200.jsonl" not in table.stdout
+    shown = invoke("show", "q1", "--index", tmp_path / "index")
+    assert "source a/c200.jsonl" in shown.stdout
