@@ -38,7 +38,7 @@ from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
-from indexer.directory import recorded_model, resolve_database
+from indexer.directory import recorded_model, resolve_database, resolved_index_type
 from indexer.embedding import Embedder, InProcessEmbedder
 from indexer.layout import (
     MANIFEST_FILE,
@@ -336,6 +336,8 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     if manifest is None:  # a new index: every question would be added
         _survey(None, files, problems, report, options)
         report.total = report.added
+        report.index_type, report.index_type_reason = resolve_index_type(options.index_type, None,
+                                                                          report.total)
     else:
         url = resolve_database(index_dir, database)
         report.database = masked_url(url)
@@ -348,10 +350,11 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
                 report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
                 report.removed = len(stale)
             report.total = store.count() + report.added - report.removed
+            report.index_type, report.index_type_reason = resolved_index_type(
+                store, options.index_type, manifest, report.total)
     report.skipped = [str(p) for p in problems]
-    report.index_type, report.index_type_reason = resolve_index_type(
-        options.index_type, manifest.index_type if manifest else None, report.total)
     return report
+
 
 
 def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
@@ -459,6 +462,8 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         identity = model_identity(spec, encoder)
         store.claim(this_index)
         moved_from = store.bind_encoder(identity)
+        if options.index_type is not None:
+            store.record_index_type(options.index_type)
         report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
                              excluded=survey.excluded, sources=survey.sources,
                              skipped=[str(p) for p in problems], warnings=survey.warnings,
@@ -478,12 +483,13 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
             store.readmit([name for name, _ in files])
         only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                       and manifest_before.generation == generation_before)
-        report.index_type, report.index_type_reason = resolve_index_type(
-            options.index_type, manifest_before.index_type if manifest_before else None, store.count())
+        report.index_type, report.index_type_reason = resolved_index_type(
+            store, options.index_type, manifest_before, store.count())
         with index_progress(options.show_progress) as progress:
             manifest, report.faiss_rebuilt = sync_vector_index(
                 index_dir, store, identity, report.index_type, database, manifest_before,
                 only_added=only_added, progress=progress)
+        store.record_index_type(report.index_type)
         if manifest.encoder != identity:  # the model moved, and the files were current
             write_manifest(index_dir, replace(manifest, encoder=identity))
         report.total, report.parameters = manifest.count, manifest.parameters

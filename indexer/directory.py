@@ -65,6 +65,20 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     return database_from_manifest(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
 
 
+def resolved_index_type(store: Store, requested: str | None, manifest: Manifest | None,
+                        count: int) -> tuple[str, str]:
+    """The FAISS type to build for ``count`` questions, and why (``resolve_index_type``):
+    ``requested`` (``--index-type``); else the type an interrupted run was asked for (recorded
+    before its first commit: ``Store.record_index_type``), so that its re-run or a repair ends
+    as it would have; else the manifest's; else ``auto``'s choice."""
+    current = manifest.index_type if manifest else None
+    recorded = store.index_type()
+    if requested is None and recorded not in (None, current):
+        chosen, why = resolve_index_type(recorded, None, count)
+        return chosen, f"{why}, as asked of a run that was interrupted"
+    return resolve_index_type(requested, current, count)
+
+
 @dataclass
 class OpenIndex:
     """A readable index: manifest, store and the FAISS index the manifest names."""
@@ -250,9 +264,9 @@ def repair_index(index_dir: Path, database: str | None = None) -> Repair:
             encoder = store.encoder()
             assert encoder is not None  # checked above, under the index lock
             reembedded = _reembed_damaged(store, encoder)
-            index_type, _ = resolve_index_type(None, manifest.index_type if manifest else None,
-                                               store.count())
+            index_type, _ = resolved_index_type(store, None, manifest, store.count())
             rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, manifest, rebuild=True)
+            store.record_index_type(index_type)
             return Repair(rebuilt, reembedded)
 
 

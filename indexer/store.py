@@ -377,6 +377,22 @@ class Store(Database):
                              StoreError)
         return None
 
+    def index_type(self) -> str | None:
+        """The FAISS index type recorded for this index (``record_index_type``); None: none yet."""
+        with self.reading() as connection:
+            return self._setting(connection, "index_type")
+
+    def record_index_type(self, index_type: str) -> None:
+        """Record the index type a run was asked for (``auto`` too) before its first commit, and
+        the type built once it is done, so that a run interrupted in between, run again or
+        repaired, builds the type asked for rather than the default."""
+        with self.transaction() as connection:
+            if self._setting(connection, "index_type", for_update=True) is None:
+                self._add_setting(connection, "index_type", index_type)
+            else:
+                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "index_type")
+                                   .values(value=index_type))
+
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that
         belongs to another (two indexes in one database would mix their questions)."""

@@ -71,3 +71,38 @@ def test_sources_of_one_file_name_are_told_apart(tmp_path, tiny_model):
     assert table.exit_code == 0 and "b/c200.jsonl" in table.stdout and "a/c200.jsonl" not in table.stdout
     shown = invoke("show", "q1", "--index", tmp_path / "index")
     assert "source a/c200.jsonl" in shown.stdout
+
+
+def _interrupted_first_run(tmp_path, tiny_model, monkeypatch, *options: str):
+    """A first run that stored its questions and was stopped before it wrote the FAISS file and
+    the manifest (as Ctrl-C or kill -9 there leaves it)."""
+    import indexer.build
+
+    source = write_jsonl(tmp_path / "q.jsonl", collection(30))
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(indexer.build, "sync_vector_index", interrupted)
+        result = invoke("index", source, "--model", tiny_model, "--index", tmp_path / "index", *options)
+    assert result.exit_code != 0 and not (tmp_path / "index" / "manifest.json").exists()
+    return source
+
+
+@pytest.mark.reliability("a first `index --index-type hnsw` run interrupted after its commits, "
+                         "before the FAISS file and the manifest; then the run again without "
+                         "--index-type, or `check --repair`",
+                         "the index built is hnsw, as the uninterrupted run builds it (never flat)")
+@pytest.mark.parametrize("finish", ["index", "check --repair"])
+def test_an_interrupted_run_keeps_the_index_type_asked_for(tmp_path, tiny_model, monkeypatch, finish):
+    source = _interrupted_first_run(tmp_path, tiny_model, monkeypatch, "--index-type", "hnsw")
+    if finish == "index":
+        report = index(source, tmp_path / "index", tiny_model)
+        assert report["index_type"] == "hnsw" and "interrupted" in report["index_type_reason"]
+    else:
+        assert invoke("check", "--repair", "--index", tmp_path / "index").exit_code == 0
+    info = json.loads(invoke("index-info", "--index", tmp_path / "index", "--json").stdout)
+    assert info["index_type"] == "hnsw" and info["questions"] == 30
+    again = index(source, tmp_path / "index", tiny_model)
+    assert again["index_type"] == "hnsw" and again["index_type_reason"] == "the index's own type"
