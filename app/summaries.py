@@ -69,6 +69,7 @@ def _changes(report: IndexReport) -> str:
                  (skipped, "bad rows skipped" if skipped > 1 else "bad row skipped"),
                  (report.unchanged, "unchanged")]
     parts.append((report.excluded, "left out (deleted with --exclude)"))
+    parts.append((report.renamed, "given the ids made from text now (see the warning)"))
     said = [f"{count:,} {what}" for count, what in parts if count]
     return ", ".join(said) if said else "nothing to do"
 

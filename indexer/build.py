@@ -91,6 +91,7 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     excluded: int = 0  # left out: deleted from their source with --exclude
+    renamed: int = 0  # ids made from text by an older askalike, given their new ids (not added again)
     sources: dict[str, int] = field(default_factory=dict)  # questions read from each source
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
     warnings: list[str] = field(default_factory=list)  # sources and dates that may not be what was meant
@@ -125,25 +126,34 @@ def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
 
 @dataclass
 class _Chunk:
-    """What one chunk of a source needs: questions to embed, metadata-only edits, and how many
-    are stored as they are."""
+    """What one chunk of a source needs: questions to embed, metadata-only edits, stored ids
+    made from text the former way to renew (``renames``: nothing else changed; ``renamed``
+    counts them all), and how many are stored as they are."""
 
     pending: list[_Pending]
     field_edits: list[tuple[int, SourceQuestion]]
     unchanged: int
     excluded: int = 0
+    renames: list[tuple[int, SourceQuestion]] = field(default_factory=list)
+    renamed: int = 0
 
 
 def _plan(store: Store | None, source: str, questions: list[SourceQuestion], readmit: bool = False) -> _Chunk:
     """A chunk of ``source``'s questions compared with the store (None: an index not created yet);
-    those deleted with --exclude are left out, unless ``readmit``."""
-    ids = [q.external_id for q in questions]
+    those deleted with --exclude are left out, unless ``readmit``. A question whose id is made
+    from its text and stored under the id an older askalike made (``former_id``) is that stored
+    question, which takes the new id."""
+    ids = [q.external_id for q in questions] + [q.former_id for q in questions if q.former_id]
     stored = {} if store is None else store.questions_with_ids(source, ids)
     excluded = set() if store is None or readmit else store.excluded_ids(source, ids)
     chunk = _Chunk([], [], 0)
     for question in questions:
         existing = stored.get(question.external_id)
-        if question.external_id in excluded:
+        renamed = existing is None and question.former_id in stored
+        if renamed:
+            existing = stored[question.former_id]
+            chunk.renamed += 1
+        if {question.external_id, question.former_id} & excluded:
             chunk.excluded += 1
         elif existing is None:
             chunk.pending.append(_Pending(source, question, None))
@@ -151,6 +161,8 @@ def _plan(store: Store | None, source: str, questions: list[SourceQuestion], rea
             chunk.pending.append(_Pending(source, question, existing.id))
         elif not existing.same_fields(question):
             chunk.field_edits.append((existing.id, question))
+        elif renamed:
+            chunk.renames.append((existing.id, question))
         else:
             chunk.unchanged += 1
     return chunk
@@ -185,6 +197,7 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
                     report.metadata_updated += len(chunk.field_edits)
                     report.unchanged += chunk.unchanged
                     report.excluded += chunk.excluded
+                    report.renamed += chunk.renamed
                     progress.advance(task, len(questions))
             except DataError as err:
                 if options.on_error is OnError.skip:
@@ -194,7 +207,8 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
         raise bad_rows(failures)
     report.sources = {name: len(source.ids) for name, source in files}
     report.read = sum(report.sources.values())
-    report.warnings += overlaps.warnings(files) + _made_id_warnings(files) + _date_warnings(files)
+    report.warnings += (overlaps.warnings(files) + _made_id_warnings(files) + _renamed_warnings(report)
+                        + _date_warnings(files))
     report.undated = sum(source.undated for _, source in files)
     return files
 
@@ -204,6 +218,16 @@ def _made_id_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
     return [f"{source.path}: no 'id' column, so each question's id is made from its text (the same "
             "on every run; an edited question gets a new one, which --prune tidies up); name the id "
             "column with --id-column" for _, source in files if source.makes_ids]
+
+
+def _renamed_warnings(report: IndexReport) -> list[str]:
+    """Say that ids made from text by an older askalike are given their new ids."""
+    if not report.renamed:
+        return []
+    return [f"{report.renamed:,} questions of files without an id column had ids that an older askalike "
+            "made from their text (subject and body hashed together, so that two texts could share "
+            "one); they take the ids made now (subject and body hashed apart), keeping their vectors: "
+            "`show`, `delete` and links need the new ids (`search` shows them)"]
 
 
 def _date_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
@@ -246,6 +270,7 @@ def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options:
         waiting: list[_Pending] = []
         for chunk in _planned(store, name, source.questions(), options.readmit):
             report.metadata_updated += store.update_fields(chunk.field_edits)
+            store.update_fields(chunk.renames)
             report.unchanged += chunk.unchanged
             waiting += chunk.pending
             while len(waiting) >= options.commit_every:
@@ -300,7 +325,7 @@ def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
     written through the API belong to no file and stay."""
     kept = dict(files)
     return [row_id for row_id, source, external_id in store.question_keys()
-            if is_file_source(source) and (source not in kept or external_id not in kept[source].ids)]
+            if is_file_source(source) and (source not in kept or not kept[source].holds(external_id))]
 
 
 def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOptions) -> None:
@@ -465,14 +490,14 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         if options.index_type is not None:
             store.record_index_type(options.index_type)
         report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
-                             excluded=survey.excluded, sources=survey.sources,
+                             excluded=survey.excluded, renamed=survey.renamed, sources=survey.sources,
                              skipped=[str(p) for p in problems], warnings=survey.warnings,
                              undated=survey.undated, model_moved_from=moved_from or "")
         generation_before = store.generation()
         to_embed = survey.added + survey.reembedded
         if not to_embed:  # no cluster to start for nothing
             options = replace(options, engine=Engine.in_process)
-        if to_embed or survey.metadata_updated:
+        if to_embed or survey.metadata_updated or survey.renamed:
             with _engine_session(options):  # once the sources are checked: a bad row stops the run first
                 _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
                                  report)

@@ -50,6 +50,8 @@ class SourceQuestion:
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int | None = None  # where the question starts in its file, when the format has lines
     dated: datetime | None = None  # metadata["date"] parsed (in UTC); None: none, or not a date
+    # an id made from the text: the id an askalike before made_id's separator made (``former_made_id``)
+    former_id: str | None = None
 
     @property
     def text(self) -> str:
@@ -170,10 +172,28 @@ def _column_name(name: str) -> str:
     return name.strip().lower()
 
 
-def made_id(text: str, seen: dict[str, int]) -> str:
-    """The id of a question from a file without ids: the first 12 hex digits of its text's
-    sha256, so that it survives rows being added, removed or reordered (an edited question gets
-    a new id); a text repeated in the file gets ``-2``, ``-3``... in file order (``seen`` counts)."""
+def made_id(texts: list[str], seen: dict[str, int]) -> str:
+    """The id of a question from a file without ids: the first 12 hex digits of the sha256 of its
+    text cells (subject, body, or the --text-column cells) written as a JSON array, so that it
+    survives rows being added, removed or reordered and no two texts share it by where they are
+    cut (``renew visa|how long`` and ``renew|visa how long``); an edited question gets a new id.
+    A text repeated in the file gets ``-2``, ``-3``... in file order (``seen`` counts)."""
+    return _numbered(json.dumps(texts, ensure_ascii=False), seen)
+
+
+_FORMER_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what text was stored without
+
+
+def former_made_id(subject: str, body: str, seen: dict[str, int]) -> str:
+    """The id askalike made for the same row before ``made_id`` (from the subject and body
+    joined, control characters dropped), so that an index built then keeps its questions: an
+    index run gives them their new ids (``IndexReport.renamed``) instead of adding them again."""
+    def former(text: str) -> str:
+        return _FORMER_CONTROL.sub("", text)
+    return _numbered(join_subject_body(former(subject), former(body)), seen)
+
+
+def _numbered(text: str, seen: dict[str, int]) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     seen[digest] = seen.get(digest, 0) + 1
     return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
@@ -261,6 +281,7 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
     next(lines)  # the header
     reader = csv.reader((text + "\n" for _, text in lines), delimiter=delimiter, strict=True)
     made_ids: dict[str, int] = {}
+    former_ids: dict[str, int] = {}
     while True:
         start = reader.line_num + 2  # the reader's lines start after the header
         try:
@@ -279,9 +300,13 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
         record = dict(zip(layout.header, row, strict=True))
         subject, body = _subject_and_body(record, layout.text_columns)
         metadata = {name: record[name] for name in layout.metadata_columns if record[name] != ""}
-        raw_id = (record[layout.id_column] if layout.id_column
-                  else made_id(join_subject_body(clean_text(subject), clean_text(body)), made_ids))
-        yield _question(path, start, raw_id, subject, body, metadata, layout.id_column or ID_COLUMN)
+        if layout.id_column:
+            yield _question(path, start, record[layout.id_column], subject, body, metadata, layout.id_column)
+            continue
+        made = made_id([clean_text(record[name]) for name in layout.text_columns], made_ids)
+        question = _question(path, start, made, subject, body, metadata)
+        former = former_made_id(clean_text(subject), clean_text(body), former_ids)
+        yield replace(question, former_id=former) if isinstance(question, SourceQuestion) else question
 
 
 def _require_distinct_columns(path: Path, header: list[str]) -> None:
@@ -449,6 +474,7 @@ class SourceFile:
     date_order: DateOrder | None = None
     columns: Columns = field(default_factory=Columns)
     ids: dict[str, int | None] = field(default_factory=dict)  # good question id -> its line
+    former_ids: set[str] = field(default_factory=set)  # the ids made from text the former way
     undated: int = 0  # questions whose date is not a date
     date_warnings: list[str] = field(default_factory=list)  # the first of them, named
     _left_out: set[int] = field(default_factory=set)  # reader positions of bad or repeated rows
@@ -460,6 +486,7 @@ class SourceFile:
         require_regular_file(self.path)
         self._state = _file_state(self.path)
         self.ids.clear()
+        self.former_ids.clear()
         self._left_out.clear()
         self.undated, self.date_warnings = 0, []
         stopping = self.on_error is OnError.stop
@@ -491,6 +518,8 @@ class SourceFile:
     def _accepted(self, row: SourceQuestion) -> SourceQuestion:
         """A good question, its id kept and its date parsed (a value that is not a date counted)."""
         self.ids[row.external_id] = row.line
+        if row.former_id is not None:
+            self.former_ids.add(row.former_id)
         row, warning = dated(row, self.date_order, self.path)
         if warning is not None:
             self.undated += 1
@@ -508,6 +537,11 @@ class SourceFile:
                 raise self._changed()
             yield dated(row, self.date_order, self.path)[0]
         self._require_unchanged()
+
+    def holds(self, external_id: str) -> bool:
+        """Does the file (as ``check`` read it) hold the stored question ``external_id``: by its
+        id, or by the id an older askalike made from its text (``former_id``)?"""
+        return external_id in self.ids or external_id in self.former_ids
 
     @property
     def makes_ids(self) -> bool:

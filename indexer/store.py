@@ -154,7 +154,7 @@ class StoredQuestion:
     dated: datetime | None = None
 
     def same_fields(self, question: SourceQuestion) -> bool:
-        """Equal in all but the vector (a date parsed by another --date-format differs)."""
+        """Equal in all but the id and the vector (a date parsed by another --date-format differs)."""
         return (self.subject, self.body, self.metadata, self.dated) == (
             question.subject, question.body, question.metadata, question.dated)
 
@@ -253,9 +253,10 @@ def _filter_columns(metadata: dict[str, Any], dated: datetime | None) -> dict[st
 
 
 def _fields(question: SourceQuestion) -> dict[str, Any]:
-    """A question's stored columns but its id, hash and vector."""
-    return {"subject": question.subject, "body": question.body, "metadata": question.metadata,
-            **_filter_columns(question.metadata, question.dated)}
+    """A question's stored columns but its row id, source, hash and vector (its external id
+    too: a stored id made from text the former way takes the new one)."""
+    return {"external_id": question.external_id, "subject": question.subject, "body": question.body,
+            "metadata": question.metadata, **_filter_columns(question.metadata, question.dated)}
 
 
 def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
@@ -603,8 +604,7 @@ class Store(Database):
         inserts, updates = [], []
         for question, vector, row_id in zip(questions, stored_vectors, existing_ids, strict=True):
             if row_id is None:
-                inserts.append({**values(question, vector), "source": source,
-                                "external_id": question.external_id, "created_at": now})
+                inserts.append({**values(question, vector), "source": source, "created_at": now})
             else:
                 updates.append({**values(question, vector), "row_id": row_id})
         with self.transaction() as connection:

@@ -106,3 +106,59 @@ def test_an_interrupted_run_keeps_the_index_type_asked_for(tmp_path, tiny_model,
     assert info["index_type"] == "hnsw" and info["questions"] == 30
     again = index(source, tmp_path / "index", tiny_model)
     assert again["index_type"] == "hnsw" and again["index_type_reason"] == "the index's own type"
+
+
+def _made_ids(tmp_path, rows, name="q.csv") -> list[str]:
+    """The ids `index` makes for the rows (subject, body) of a CSV without an id column, in order."""
+    path = tmp_path / name
+    path.write_text("subject,body\n" + "".join(f"{s},{b}\n" for s, b in rows))
+    from indexer.choices import OnError
+    from indexer.sources import SourceFile
+
+    return [q.external_id for q in SourceFile(path, OnError.stop).check([])]
+
+
+@pytest.mark.reliability("a CSV without ids holding `renew visa|how long` and `renew|visa how long` "
+                         "(one text, cut in two places), indexed in one order and then the other",
+                         "two ids (subject and body are hashed apart); each question keeps its id "
+                         "whatever the order of the rows")
+def test_made_ids_tell_where_subject_and_body_are_cut(tmp_path):
+    rows = [("renew visa", "how long"), ("renew", "visa how long"), ("cheap cars", "where")]
+    forward = _made_ids(tmp_path, rows)
+    backward = _made_ids(tmp_path, rows[::-1], "reversed.csv")
+    assert len(set(forward)) == 3 and forward == backward[::-1]
+
+
+@pytest.mark.reliability("an index built by an older askalike from a CSV without ids (its ids made "
+                         "from subject and body joined), indexed again by this one, then with --prune",
+                         "each stored question takes its new id, vector kept: nothing added twice, "
+                         "nothing embedded again, nothing pruned; the run says so")
+def test_ids_made_the_former_way_are_renewed_not_added_again(tmp_path, tiny_model):
+    import sqlite3
+
+    from indexer.sources import former_made_id
+
+    rows = [(f"question {n}", f"body {n}") for n in range(12)] + [("same", "text"), ("same", "text")]
+    source = tmp_path / "q.csv"
+    source.write_text("subject,body,category\n"
+                      + "".join(f"{s},{b},c{n % 2}\n" for n, (s, b) in enumerate(rows)))
+    index(source, tmp_path / "index", tiny_model)
+    database = tmp_path / "index" / "askalike.sqlite3"
+    seen: dict[str, int] = {}
+    with sqlite3.connect(database) as connection:  # the ids an older askalike made
+        stored = connection.execute("SELECT id, subject, body, vector FROM questions ORDER BY id").fetchall()
+        for row_id, subject, body, _ in stored:
+            connection.execute("UPDATE questions SET external_id = ? WHERE id = ?",
+                               (former_made_id(subject, body, seen), row_id))
+    planned = json.loads(invoke("index", source, "--index", tmp_path / "index", "--dry-run", "--json").stdout)
+    assert (planned["renamed"], planned["added"]) == (14, 0)
+    report = json.loads(invoke("index", source, "--index", tmp_path / "index", "--json").stdout)
+    assert (report["renamed"], report["added"], report["reembedded"], report["total"]) == (14, 0, 0, 14)
+    assert any("take the ids made now" in warning for warning in report["warnings"])
+    with sqlite3.connect(database) as connection:
+        after = connection.execute("SELECT id, external_id, vector FROM questions ORDER BY id").fetchall()
+    assert [external_id for _, external_id, _ in after] == _made_ids(tmp_path, rows, "again.csv")
+    assert [(row_id, vector) for row_id, _, vector in after] == [(row[0], row[3]) for row in stored]
+    pruned = index(source, tmp_path / "index", tiny_model, "--prune")
+    assert (pruned["removed"], pruned["renamed"], pruned["unchanged"]) == (0, 0, 14)
+    assert check_index(tmp_path / "index").ok
