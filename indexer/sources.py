@@ -61,7 +61,13 @@ class SourceQuestion:
     @property
     def content_hash(self) -> str:
         """Changes exactly when the embedded text changes (metadata edits need no new vector)."""
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return content_hash(self.subject, self.body)
+
+
+def content_hash(subject: str, body: str) -> str:
+    """The sha256 of the text a question is embedded from (``join_subject_body``), stored with it:
+    a re-run compares it to know what to embed again, ``check`` to find text edited in place."""
+    return hashlib.sha256(join_subject_body(subject, body).encode("utf-8")).hexdigest()
 
 
 Row = SourceQuestion | DataError

@@ -71,6 +71,7 @@ from indexer.sources import (
     SOURCE_CHARS,
     SourceQuestion,
     category_key,
+    content_hash,
     date_of,
 )
 
@@ -541,15 +542,20 @@ class Store(Database):
         if any(problems):
             raise DamagedVectorsError(self._damaged(rows, problems))
 
-    def vectors(self, dim: int, after_id: int = -1,
-                chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def vectors(self, dim: int, after_id: int = -1, chunk: int = 10_000,
+                skip_damaged: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
-        order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError."""
+        order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError (or,
+        with ``skip_damaged``, is left out: ``check`` names those apart)."""
         with self.reading() as connection:
             result = connection.execute(self._vector_query().where(_QUESTIONS.c.id > after_id)
                                         .order_by(_QUESTIONS.c.id).execution_options(yield_per=chunk))
             for part in result.partitions():
-                self._require_sound(part, dim)
+                if skip_damaged:
+                    problems = self._problems(part, dim)
+                    part = [row for row, problem in zip(part, problems, strict=True) if problem is None]
+                else:
+                    self._require_sound(part, dim)
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
@@ -577,6 +583,17 @@ class Store(Database):
                 if any(problems):
                     damaged += self._damaged(part, problems)
         return damaged
+
+    def edited_texts(self, chunk: int = 10_000) -> list[DamagedVector]:
+        """The questions whose stored text no longer hashes to their content hash: text changed
+        in the database without being embedded again, so that their vector is another text's."""
+        found: list[DamagedVector] = []
+        with self.reading() as connection:
+            result = connection.execute(select(*_QUESTION_COLUMNS).execution_options(yield_per=chunk))
+            found += [DamagedVector(row.id, row.source, row.external_id, "its text was changed without "
+                                    "being embedded again (it does not match its content hash)")
+                      for row in result if content_hash(row.subject, row.body) != row.content_hash]
+        return found
 
     def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
         """(row id, embedded text: subject and body) of the stored questions with ids above
@@ -629,16 +646,17 @@ class Store(Database):
                 self._update_rows(connection, rows)
         return len(rows)
 
-    def replace_vectors(self, vectors: dict[int, np.ndarray]) -> None:
-        """New vectors for stored questions (``check --repair``'s for damaged ones), in one
-        transaction."""
+    def replace_vectors(self, vectors: dict[int, np.ndarray], hashes: dict[int, str]) -> None:
+        """New vectors for stored questions, embedded from their stored text, with that text's
+        content hash (``check --repair``'s for the vectors it cannot trust), in one transaction."""
         if not vectors:
             return
         row_ids = list(vectors)
         stored = _vector_columns(np.stack([vectors[i] for i in row_ids]), [f"row {i}" for i in row_ids])
         now = datetime.now(UTC)
         with self.transaction() as connection:
-            self._update_rows(connection, [{"row_id": row_id, **columns, "updated_at": now}
+            self._update_rows(connection, [{"row_id": row_id, **columns, "content_hash": hashes[row_id],
+                                            "updated_at": now}
                                            for row_id, columns in zip(row_ids, stored, strict=True)])
             self._bump_generation(connection)
 
