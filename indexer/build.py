@@ -45,8 +45,10 @@ from indexer.layout import (
     IndexDirectoryError,
     default_database_url,
     ensure_index_id,
+    holds_index,
     index_id,
     index_lock,
+    not_an_index,
 )
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
@@ -330,7 +332,10 @@ def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
 
 def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOptions) -> None:
     """A run without sources only brings an existing index up to date (such as the new place of
-    its model); it is refused for a new index, and with --prune (which would remove everything)."""
+    its model); it is refused for a new index, and with --prune (which would remove everything).
+    A directory of other files is no index to write into."""
+    if not _is_empty(index_dir) and not holds_index(index_dir):
+        raise not_an_index(index_dir)
     if sources:
         return
     if options.prune:

@@ -28,8 +28,10 @@ from indexer.layout import (
     IndexDirectoryError,
     database_from_manifest,
     default_database_url,
+    holds_index,
     index_id,
     index_lock,
+    not_an_index,
     require_no_writer,
 )
 from indexer.manifest import (
@@ -99,6 +101,8 @@ def _require_manifest(index_dir: Path) -> Manifest:
         raise IndexDirectoryError(f"{index_dir}: no index here; build one with "
                                   f"`askalike index SOURCE --model MODEL --index {index_dir}`")
     manifest = read_manifest(index_dir)
+    if manifest is None and not holds_index(index_dir):
+        raise not_an_index(index_dir)
     if manifest is None:
         raise IndexDirectoryError(f"{index_dir}: no {MANIFEST_FILE} (an index run that never "
                                   f"finished?); run `askalike index` again, or `"

@@ -162,3 +162,20 @@ def test_ids_made_the_former_way_are_renewed_not_added_again(tmp_path, tiny_mode
     pruned = index(source, tmp_path / "index", tiny_model, "--prune")
     assert (pruned["removed"], pruned["renamed"], pruned["unchanged"]) == (0, 0, 14)
     assert check_index(tmp_path / "index").ok
+
+
+@pytest.mark.reliability("`--index` naming a directory of other files (`/etc`, a folder holding a "
+                         "notes file): `search`, `check`, `index-info`, `index` and `index --dry-run`",
+                         "exit 2: not an askalike index (never \"run check --repair\", never an index "
+                         "written among the files); the directory is left as it was")
+def test_a_directory_of_other_files_is_no_index(tmp_path, tiny_model):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("not an index\n")
+    source = write_jsonl(tmp_path / "q.jsonl", collection(5))
+    for directory in (plain, "/etc"):
+        for args in (("search", "visa"), ("check",), ("index-info",)):
+            assert_one_line_error(invoke(*args, "--index", directory), r"not an askalike index")
+    for args in (("index", source, "--model", tiny_model), ("index", source, "--dry-run")):
+        assert_one_line_error(invoke(*args, "--index", plain), r"plain: not an askalike index")
+    assert [p.name for p in plain.iterdir()] == ["notes.txt"]
