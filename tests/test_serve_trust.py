@@ -196,3 +196,19 @@ def test_controls_come_back_escaped_in_json(built, tmp_path):
             assert "\\u009b" in raw and "\\u202e" in raw
         assert client.get("/questions/c1").json()["subject"] == subject
         assert json.loads(client.get("/questions/c1").content)["subject"] == subject
+
+
+@pytest.mark.reliability("`askalike serve --port P` where another server listens on P",
+                         "exit 2, one line: cannot listen on 127.0.0.1:P; it never says it serves there")
+def test_serve_on_a_port_in_use_says_so_first(built):
+    import socket
+
+    from helpers import assert_one_line_error
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = invoke("serve", "--index", built[0], "--port", str(port))
+    assert_one_line_error(result, rf"cannot listen on 127\.0\.0\.1:{port} \(Address already in use\)")
+    assert "serving" not in result.output
