@@ -403,7 +403,7 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
         with Store(url) as store:
             store.require_owner(index_id(index_dir))
             # --source picks questions as search's --source does
-            allowed = None if source is None else set(store.ids_matching((source_named(source),)).tolist())
+            allowed = None if source is None else set(store.ids_matching(source_named(source)).tolist())
             matches: dict[str, list[tuple[int, str]]] = {name: [] for name in external_ids}
             for row_id, stored_source, external_id in store.question_keys():
                 if external_id in matches and (allowed is None or row_id in allowed):

@@ -191,11 +191,12 @@ def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
         yield [v if isinstance(v, str) else int(v) for v in values[start : start + _PARAMETERS_PER_QUERY]]
 
 
-def source_named(name: str) -> str:
-    """A source as a user names it to pick questions (``Store.ids_matching``): a path to an
-    existing file means that file (resolved, as the store keeps sources by absolute path, so
-    ``./q.csv`` works); anything else is matched as typed (a file name, or a whole path)."""
-    return str(Path(name).resolve()) if Path(name).is_file() else name
+def source_named(name: str) -> tuple[str, ...]:
+    """What a source as a user names it matches (``Store.ids_matching``): the name as typed (a
+    file name, a label such as ``a/c200.csv``, or a whole path: matched whole or as the end of a
+    source's path) and, where it is a path to an existing file, that file (resolved, as the store
+    keeps sources by absolute path, so ``./q.csv`` works)."""
+    return (name, str(Path(name).resolve())) if Path(name).is_file() else (name,)
 
 
 def _in_utc(moment: datetime | None) -> datetime | None:

@@ -73,8 +73,9 @@ class SearchError(UserError):
 class SearchFilters:
     """Restrict results by source file, category, or date; empty means no restriction.
 
-    A source is a file name or a path: a path to an existing file is matched as that file
-    (resolved, so a relative path finds what was indexed by its absolute path). Categories match
+    A source is a file name, a label (``a/c200.csv``) or a path, matched as typed (whole, or as
+    the end of a source's path) and, where it is a path to an existing file, as that file
+    (``source_named``: a relative path finds what was indexed by its absolute path). Categories match
     trimmed and whatever their case. Dates are read as the index run reads them (``core.dates``,
     ``date_order`` for 10/01/2024), compared in UTC, and both ends are inclusive: ``date_to`` as a
     day includes that whole day; a question without a date passes no date filter. An invalid
@@ -95,7 +96,8 @@ class SearchFilters:
                                                            self.order_option))
         except DateValueError as err:
             raise SearchError(str(err)) from None
-        object.__setattr__(self, "sources", tuple(map(source_named, self.sources)))
+        object.__setattr__(self, "sources", tuple(dict.fromkeys(
+            name for source in self.sources for name in source_named(source))))
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
@@ -188,7 +190,7 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
     """The stored question with the user's id ``external_id`` (from one of ``sources`` only, file
     names or paths, when given); a SearchError when there is none, or one in each of several
     sources. Reads the store only: no model is loaded."""
-    wanted = [source_named(source) for source in sources]
+    wanted = [name for source in sources for name in source_named(source)]
     found = [question for name in index.store.counts_by_source()
              if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
              for question in index.store.questions_with_ids(name, [external_id]).values()]
