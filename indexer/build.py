@@ -52,7 +52,7 @@ from indexer.layout import (
 )
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
-from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source
+from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source, source_labels
 from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
 from indexer.store import Store, source_named
 from indexer.sync import sync_vector_index
@@ -415,8 +415,10 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
             ambiguous = {name: rows for name, rows in matches.items() if len(rows) > 1}
             if ambiguous:
                 name, rows = next(iter(ambiguous.items()))
-                raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
-                                 "name one with --source; nothing deleted")
+                labels = source_labels(store.counts_by_source())
+                named = ", ".join(labels[source_of] for _, source_of in rows)
+                raise StoreError(f"id {name!r} is in {len(rows)} sources ({named}): name one with --source; "
+                                 "nothing deleted")
             chosen = {name: rows[0] for name, rows in matches.items()}  # (row id, source) by id
             kept_out = [(source_of, name) for name, (_, source_of) in chosen.items()] if exclude else []
             removed = store.delete([row_id for row_id, _ in chosen.values()], kept_out)

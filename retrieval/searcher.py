@@ -186,10 +186,11 @@ def clipped(fraction: float) -> float:
     return min(1.0, max(0.0, fraction))
 
 
-def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (),
+                  source_option: str = "--source") -> StoredQuestion:
     """The stored question with the user's id ``external_id`` (from one of ``sources`` only, file
     names or paths, when given); a SearchError when there is none, or one in each of several
-    sources. Reads the store only: no model is loaded."""
+    sources (naming ``source_option``, what picks one). Reads the store only: no model is loaded."""
     wanted = [name for source in sources for name in source_named(source)]
     found = [question for name in index.store.counts_by_source()
              if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
@@ -200,7 +201,7 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
     if len(found) > 1:
         labels = source_labels(index.store.counts_by_source())
         raise SearchError(f"id {external_id!r} is in {len(found)} sources "
-                          f"({', '.join(labels[q.source] for q in found)}): name one with --source")
+                          f"({', '.join(labels[q.source] for q in found)}): name one with {source_option}")
     return found[0]
 
 
@@ -313,9 +314,10 @@ class Searcher:
         return self._checked(lambda: self._search_vectors(vector[None, :], k, filters,
                                                           exclude=int(question_id))[0])
 
-    def question(self, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+    def question(self, external_id: str, sources: Sequence[str] = (),
+                 source_option: str = "--source") -> StoredQuestion:
         """The stored question with the user's id (``find_question``)."""
-        return find_question(self.index, external_id, sources)
+        return find_question(self.index, external_id, sources, source_option)
 
     def _require_questions(self) -> None:
         if self.count == 0:

@@ -150,7 +150,7 @@ def test_api_writes_are_validated_as_file_rows(built, tmp_path, row):
      r"^k: '1_0' is not a whole number", "422, not k=10"),
     ("`{\"k\": true}` in `POST /search`",
      ("post", "/search", {"json": {"queries": ["visa"], "k": True}}), 422,
-     r"^k: True is not a whole number", "422, not k=1"),
+     r"^k: true is not a whole number", "422, not k=1"),
     ("invalid UTF-8 in `q` (`%FF`)", ("get", "/search?q=caf%FF", {}), 400,
      r"^parameter q is not valid UTF-8", "400, not U+FFFD searched for"),
     ("a NUL in `q` (`%00`)", ("get", "/search?q=a%00b", {}), 400, r"^parameter q holds a NUL character",
@@ -212,3 +212,12 @@ def test_serve_on_a_port_in_use_says_so_first(built):
         result = invoke("serve", "--index", built[0], "--port", str(port))
     assert_one_line_error(result, rf"cannot listen on 127\.0\.0\.1:{port} \(Address already in use\)")
     assert "serving" not in result.output
+
+
+def test_an_id_in_two_sources_names_the_parameter_that_picks_one(built, tmp_path):
+    with serving(built[0], tmp_path) as client:
+        client.post("/questions", json={"id": "q1", "subject": "the api's own q1"}, headers=WRITE)
+        answer = client.get("/questions/q1")
+        assert answer.status_code == 404
+        assert answer.json()["error"].endswith("2 sources (questions.jsonl, api): name one with ?source=")
+        assert client.get("/questions/q1", params={"source": "api"}).json()["subject"] == "the api's own q1"

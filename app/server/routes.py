@@ -7,6 +7,7 @@ endpoints are async and answer in the event loop's own thread when the search ca
 No ``from __future__ import annotations`` here: FastAPI reads the annotations of endpoints
 defined in ``install``, whose limits are its own local types."""
 
+import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -72,7 +73,7 @@ def _whole_number(value: Any) -> Any:
             raise ValueError(f"{value!r} is not a whole number written in decimal digits")
         return number
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{value!r} is not a whole number")
+        raise ValueError(f"{json.dumps(value)} is not a whole number")
     return value
 
 
@@ -121,9 +122,16 @@ async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer
     return run() if live.ready_now() else await run_in_threadpool(run)
 
 
-def _named(source: str | None) -> tuple[str, ...]:
-    """A request's ``source`` as the sources ``Searcher.question`` looks in (none: all)."""
-    return () if source is None else (source,)
+def _question(searcher: "Searcher", external_id: str, source: str | None) -> "StoredQuestion":
+    """The stored question a request names by its id (and ``source``, where several have it);
+    404 when there is none or the id is in several sources."""
+    from retrieval.searcher import SearchError
+
+    try:
+        return searcher.question(normalize_id(external_id), () if source is None else (source,),
+                                 "?source=")
+    except SearchError as err:
+        raise HTTPException(404, str(err)) from None
 
 
 def _question_json(question: "StoredQuestion", searcher: "Searcher") -> dict[str, Any]:
@@ -211,7 +219,6 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose
         cosine to it reaches ``min-match`` (default: what `search` marks as a near-duplicate)."""
         from retrieval.results import Shown, search_payload
-        from retrieval.searcher import SearchError
 
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")
@@ -221,10 +228,7 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
                 hits = searcher.search_many([text], k, None, SearchMode.dense)[0]
                 return search_payload(shown.of(searcher, hits), SearchMode.dense, query=text,
                                       source_label=searcher.source_label)
-            try:
-                question = searcher.question(normalize_id(id), _named(source))
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+            question = _question(searcher, id, source)
             hits = searcher.more_like(question.id, k)
             return search_payload(shown.of(searcher, hits), SearchMode.dense, like=question,
                                   source_label=searcher.source_label)
@@ -232,13 +236,9 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
     @api.get("/questions/{id:path}", tags=["questions"], dependencies=[reader])
     def get_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
         """One stored question by its id in your collection."""
-        from retrieval.searcher import SearchError
 
         with loaded.require().searching() as searcher:
-            try:
-                return _question_json(searcher.question(normalize_id(id), _named(source)), searcher)
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+            return _question_json(_question(searcher, id, source), searcher)
 
     @api.post("/questions", tags=["questions"], dependencies=[writer])
     def post_questions(questions: Annotated[Any, Body(description="a question object (id, subject "
@@ -264,14 +264,10 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
     def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
         from indexer.upsert import delete_question
-        from retrieval.searcher import SearchError
 
-        live, external_id = loaded.require(), normalize_id(id)
+        live = loaded.require()
         with live.searching() as searcher:
-            try:
-                searcher.question(external_id, _named(source))
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+            external_id = _question(searcher, id, source).external_id
         with loaded.write_lock:
             deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
                                       limits.lock_wait_s)
