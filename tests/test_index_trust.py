@@ -118,8 +118,9 @@ def _made_ids(tmp_path, rows, name="q.csv") -> list[str]:
     return [q.external_id for q in SourceFile(path, OnError.stop).check([])]
 
 
-@pytest.mark.reliability("a CSV without ids holding `renew visa|how long` and `renew|visa how long` "
-                         "(one text, cut in two places), indexed in one order and then the other",
+@pytest.mark.reliability("a CSV without ids holding the subject `renew visa` with the body `how long`, "
+                         "and `renew` with `visa how long` (one text, cut in two places), indexed in "
+                         "one order and then the other",
                          "two ids (subject and body are hashed apart); each question keeps its id "
                          "whatever the order of the rows")
 def test_made_ids_tell_where_subject_and_body_are_cut(tmp_path):
