@@ -8,9 +8,10 @@ library (``core.errors``, ``core.data_dir``, ``core.model_dir``, ``indexer.choic
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,10 +23,12 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from app.safe_text import printable
 from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
 from core.errors import UserError
+from core.numbers import decimal, integer
 from indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
 from retrieval.fusion import SearchMode
 
@@ -38,30 +41,6 @@ if TYPE_CHECKING:
 
 
 _UNDECODABLE = re.compile("[\ud800-\udfff]")
-# C0 and C1 controls, DEL, bidirectional overrides and isolates, and lone surrogates
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _visible(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as Python keeps it (surrogateescape)
-        code -= 0xDC00
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: object, keep: str = "\n\t") -> str:
-    """``text`` safe to write to a terminal: control characters other than those in ``keep``,
-    bidirectional overrides and undecodable bytes become visible escapes (``\\x1b``,
-    ``\\u202e``, ``\\xff``), so that stored text, a source name or a query can neither clear
-    the screen, set the window title, reorder what follows nor break the output's encoding."""
-    return _UNSAFE.sub(lambda match: match[0] if match[0] in keep else _visible(match[0]), str(text))
-
-
-def json_line(value: object) -> str:
-    """``value`` as one line of JSON, its text readable (not ASCII-escaped) but every character
-    a terminal could act on escaped: JSON escapes C0 controls itself, this DEL, C1 and the bidi
-    controls too (``\\u009b``), which decode to the same text."""
-    return _UNSAFE.sub(lambda match: f"\\u{ord(match[0]):04x}", json.dumps(value, ensure_ascii=False))
 
 
 def markup_safe(text: object) -> str:
@@ -96,14 +75,38 @@ def require_utf8(param: click.Parameter, value: object) -> None:
                                "(check the terminal's or the script's encoding)")
 
 
+# click's number types, by name (typer brings its own copy of click): what each reads with
+_NUMBER_READERS: dict[str, Callable[[str], object]] = {
+    "int": integer, "int range": integer, "integer": integer, "integer range": integer,
+    "float": decimal, "float range": decimal}
+
+
+def _plain_number(kind: Any) -> Any:
+    """A copy of the click number type ``kind`` that takes only numbers written in decimal
+    digits (``core.numbers``): not ``1_000``, ``nan`` or ``inf``, which Python's ``int`` and
+    ``float`` would take. (A copy: click's ``INT`` is shared.)"""
+    read, plain_kind = _NUMBER_READERS[kind.name], copy.copy(kind)
+
+    def convert(value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and read(value) is None:
+            plain_kind.fail(f"{value!r} is not a number written in decimal digits", param, ctx)
+        return kind.convert(value, param, ctx)
+
+    plain_kind.convert = convert
+    return plain_kind
+
+
 class _FlagsReadAsFlags:
-    """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``."""
+    """``--help`` shows boolean flags as flags: no ``<bool>`` type after ``--json``; number
+    options take numbers as people write them (``_plain_number``)."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)  # type: ignore[misc]
         for param in params:
             if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
                 param.metavar = ""
+            if getattr(param.type, "name", None) in _NUMBER_READERS:
+                param.type = _plain_number(param.type)
         return params
 
 
@@ -181,25 +184,6 @@ ModeOption = Annotated[SearchMode | None, typer.Option(
     show_default="hybrid when the model's tuned hybrid weight says words help, else dense")]
 IndexOption = Annotated[Path, typer.Option("--index", envvar=INDEX_ENV_VAR, show_envvar=True,
                                            help="Index directory.")]
-
-class MinMatchError(UserError):
-    """A --min-match that is not a share of 100%."""
-
-
-def parse_min_match(text: str, zero_allowed: bool = True) -> float:
-    """``--min-match`` as a fraction: ``70%``, ``70`` (1 or more: a percentage, as the match
-    column shows it; so ``1`` is 1%) and ``0.7`` are all 0.7."""
-    stripped = text.strip()
-    try:
-        number = float(stripped.removesuffix("%"))
-    except ValueError:
-        raise MinMatchError(f"--min-match {text!r}: not a number (give e.g. 70% or 0.7)") from None
-    fraction = number / 100 if stripped.endswith("%") or number >= 1 else number
-    if not (fraction >= 0 if zero_allowed else fraction > 0) or fraction > 1:
-        lowest = "from 0" if zero_allowed else "above 0"
-        raise MinMatchError(f"--min-match {text!r}: must be {lowest} and at most 100%")
-    return fraction
-
 
 DateFormatOption = Annotated[DateOrder | None, typer.Option(
     "--date-format", help="How to read a date written in numbers only, such as 10/01/2024: dmy "
@@ -307,23 +291,25 @@ def result_subject(result: SearchResult) -> str:
     return f"{subject}  (+{len(result.alike)} alike)" if result.alike else subject
 
 
-def result_value(result: SearchResult, field: str) -> str:
+def result_value(result: SearchResult, field: str) -> str | float:
     """One field of a hit as plain text (CSV, TSV): the match as a fraction, the source's whole path."""
     if field == "match":
-        return f"{result.match:.4f}"
+        return round(result.match, 4)
     if field in ("category", "date"):
         return printable(result.metadata.get(field) or "", keep="")
     return printable({"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
                       "source": result.source}[field], keep="")
 
 
-def result_row(result: SearchResult, fields: tuple[str, ...] = DEFAULT_FIELDS,
-               bar_width: int = 10) -> tuple[str, ...]:
+def result_row(result: SearchResult, source_labels: Mapping[str, str],
+               fields: tuple[str, ...] = DEFAULT_FIELDS, bar_width: int = 10) -> tuple[str, ...]:
     """A search hit as the cells of a table (the CLI's and the TUI's): its rank, then ``fields``;
-    the match as a percentage and a bar, the source by its file name."""
+    the match as a percentage and a bar, the source by its name (``Searcher.source_labels``: the
+    file name, with its folder where two sources share one)."""
     cells = {"match": f"{result.match:>4.0%} {similarity_bar(result.match, bar_width)}",
-             "subject": result_subject(result), "source": printable(Path(result.source).name, keep="")}
-    return (str(result.rank), *(cells.get(field) or result_value(result, field) for field in fields))
+             "subject": result_subject(result),
+             "source": printable(source_labels.get(result.source, result.source), keep="")}
+    return (str(result.rank), *(cells.get(field) or str(result_value(result, field)) for field in fields))
 
 
 def question_markup(subject: str, body: str, metadata: dict[str, Any], facts: list[str]) -> str:

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import csv
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -18,17 +17,16 @@ from app.common import (
     DateFormatOption,
     IndexOption,
     app,
-    json_line,
-    parse_min_match,
     plain,
-    printable,
     progress_bars,
     stderr,
     user_errors,
 )
 from app.devices import DeviceOption, neighbour_search
+from app.safe_text import SpreadsheetWriter, json_line
 from core.devices import Device
 from core.errors import UserError
+from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:
@@ -53,17 +51,17 @@ class OutputFormatError(UserError):
 
 def _csv_text(groups: list[DuplicateGroup]) -> str:
     """One row per question: its group's number and size, its place in the group (1: the most
-    central), and the question. Control characters in the stored text are written as visible
-    escapes (``\\x1b``, ``\\n``), as every command prints them: one line per question, nothing a
-    terminal acts on."""
+    central), and the question, through ``SpreadsheetWriter``: control characters in the stored
+    text as visible escapes (``\\x1b``, ``\\n``), as every command prints them, and a text that a
+    spreadsheet would run as a formula prefixed with ``'``."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer = SpreadsheetWriter(buffer)
+    writer.row(CSV_COLUMNS)
     for number, group in enumerate(groups, start=1):
         for position, member in enumerate(group.members, start=1):
             row = member.as_json()
-            text = [printable(row[key] or "", keep="") for key in ("id", "source", "subject", "date")]
-            writer.writerow([number, len(group.members), position, *text, row["match"]])
+            writer.row([number, len(group.members), position,
+                        *(row[key] for key in ("id", "source", "subject", "date")), row["match"]])
     return buffer.getvalue()
 
 
@@ -71,7 +69,7 @@ def _json_text(groups: list[DuplicateGroup]) -> str:
     return "".join(json_line(group.as_json(number)) + "\n" for number, group in enumerate(groups, start=1))
 
 
-def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
+def _group_table(number: int, group: DuplicateGroup, source_labels: Mapping[str, str]) -> RenderableType:
     from rich.table import Table
 
     table = Table(title=plain(f"group {number}: {len(group.members)} questions"), title_justify="left")
@@ -84,7 +82,7 @@ def _group_table(number: int, group: DuplicateGroup) -> RenderableType:
         question = member.question
         table.add_row(f"{member.match:>4.0%}", plain(question.external_id),
                       plain(question.subject or " ".join(question.body.split())[:120]),
-                      plain(Path(question.source).name), plain(question.metadata.get("date") or ""))
+                      plain(source_labels[question.source]), plain(question.metadata.get("date") or ""))
     return table
 
 
@@ -122,11 +120,12 @@ def duplicates(
     part (its scores have no scale that one threshold could mean)."""
     from core.files import require_output_file, write_text_atomically
     from indexer.directory import open_index
+    from indexer.source_identity import source_labels
     from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
 
     output_format = GroupsFormat.json if as_json else output_format
     with user_errors():
-        threshold = DEFAULT_MIN_MATCH if min_match is None else parse_min_match(min_match, zero_allowed=False)
+        threshold = DEFAULT_MIN_MATCH if min_match is None else share(min_match, zero_allowed=False)
         if out is not None:  # before any work
             file_format = _file_format(out, output_format)
             require_output_file(out)
@@ -135,6 +134,7 @@ def duplicates(
             find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
                            neighbours=neighbours, strict=strict, search=neighbour_search(index, device))
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
+            labels = source_labels(index.store.counts_by_source())
         finally:
             index.close()
         summary = _summary(groups, threshold, since)
@@ -143,7 +143,7 @@ def duplicates(
                                   else _json_text(groups))
             stderr.print(plain(f"{summary}: written to {out}"), highlight=False, soft_wrap=True)
             return
-    _print_groups(groups, output_format, summary)
+    _print_groups(groups, output_format, summary, labels)
 
 
 def _with_progress_bar(find: Callable[..., list[DuplicateGroup]]) -> list[DuplicateGroup]:
@@ -172,7 +172,8 @@ def _file_format(out: Path, output_format: GroupsFormat) -> GroupsFormat:
     return by_suffix[out.suffix.lower()]
 
 
-def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, summary: str) -> None:
+def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, summary: str,
+                  source_labels: Mapping[str, str]) -> None:
     if output_format is GroupsFormat.csv:
         typer.echo(_csv_text(groups), nl=False)
     elif output_format is GroupsFormat.json:
@@ -182,5 +183,5 @@ def _print_groups(groups: list[DuplicateGroup], output_format: GroupsFormat, sum
 
         console = Console()
         for number, group in enumerate(groups, start=1):
-            console.print(_group_table(number, group))
+            console.print(_group_table(number, group, source_labels))
         console.print(plain(summary), highlight=False, soft_wrap=True)

@@ -22,12 +22,12 @@ from app.common import (
     message_line,
     plain,
     print_lines,
-    printable,
     shipped_models,
     stderr,
     user_errors,
 )
 from app.devices import DeviceOption, embedding_encoder
+from app.safe_text import printable
 from core.devices import Device, DeviceError
 from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, Engine, OnError
 from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
@@ -189,30 +189,39 @@ def check(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     repair: Annotated[bool, typer.Option(
-        "--repair", help="Rebuild the FAISS and BM25 files from the database's vectors, once the "
-                         "damaged ones are embedded again (only they are), and upgrade an older "
-                         "database.")] = False,
+        "--repair", help="Rebuild the FAISS and BM25 files from the database's vectors, once those "
+                         "it cannot trust (damaged, or not their question's) are embedded again "
+                         "from their text (only they are), and upgrade an older database.")] = False,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Also embed a sample of the questions again with the index's model and "
+                       "compare with their stored vectors (loads the model; seconds).")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Verify that the database's vectors are sound and that the FAISS and BM25 files agree with
-    it; exit 1 when they do not."""
+    """Verify that the database's vectors are sound and their questions' (their text's content
+    hash, the FAISS file's copies) and that the FAISS and BM25 files agree with it; exit 1 when
+    they do not."""
     from indexer.directory import check_index, repair_index
 
     with user_errors():
-        reembedded = repair_index(index_dir, database).reembedded if repair else 0
-        report = check_index(index_dir, database)
+        reembedded = repair_index(index_dir, database, deep).reembedded if repair else 0
+        report = check_index(index_dir, database, deep)
     figures = {"index": report.index, "ok": report.ok, "questions": report.questions,
-               "vectors": report.vectors, "damaged": report.damaged, "reembedded": reembedded,
+               "vectors": report.vectors, "damaged": report.damaged, "mismatched": report.mismatched,
+               "deep_checked": report.deep_checked, "reembedded": reembedded,
                "problems": report.problems, "repair": report.repair}
     if as_json:
         typer.echo(json.dumps(figures))
     else:
         for problem in report.problems:
             stderr.print(message_line("problem", problem), highlight=False, soft_wrap=True)
-        for vector in report.damaged:
-            stderr.print(message_line("damaged vector", vector), highlight=False, soft_wrap=True)
+        for label, vectors in (("damaged vector", report.damaged), ("not its question's", report.mismatched)):
+            for vector in vectors:
+                stderr.print(message_line(label, vector), highlight=False, soft_wrap=True)
         if reembedded:
-            typer.echo(f"embedded {reembedded:,} damaged vectors again")
+            typer.echo(f"embedded {reembedded:,} vectors again from their text")
+        if deep:
+            typer.echo(f"embedded {report.deep_checked:,} questions again to compare: "
+                       + ("each matches its stored vector" if not report.mismatched else "see above"))
         verdict = "consistent" if report.ok else f"NOT consistent; repair with `{report.repair}`"
         typer.echo(printable(f"{report.index}: {report.questions:,} questions, {report.vectors:,} "
                              f"vectors: {verdict}"))

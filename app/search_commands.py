@@ -23,17 +23,16 @@ from app.common import (
     ModeOption,
     app,
     exported,
-    json_line,
-    parse_min_match,
     plain,
-    printable,
     progress_bars,
     question_markup,
     result_row,
     result_value,
     user_errors,
 )
+from app.safe_text import json_line
 from core.model_dir import DEFAULT_MODEL
+from core.numbers import share
 from indexer.choices import DEFAULT_INDEX_DIR
 from retrieval.fusion import SearchMode
 
@@ -103,6 +102,7 @@ class Answered:
     payload: dict[str, Any]
     found: int  # hits before --min-match and --collapse
     shown: list[SearchResult]
+    source_labels: dict[str, str]  # the sources as the table names them (Searcher.source_labels)
 
 
 def _nothing_shown(answered: Answered, filtered: bool, min_match: float) -> str:
@@ -130,20 +130,19 @@ def _results_table(answered: Answered, fields: tuple[str, ...]) -> Table:
         else:
             table.add_column(name, justify="right" if name == "match" else "left", no_wrap=True)
     for result in answered.shown:
-        table.add_row(*map(Text, result_row(result, fields)))
+        table.add_row(*map(Text, result_row(result, answered.source_labels, fields)))
     return table
 
 
 def _write_rows(answers: list[Answered], fields: tuple[str, ...], delimiter: str) -> None:
     """CSV or TSV on stdout: a header, then a row per hit with the search it answers."""
-    import csv
+    from app.safe_text import SpreadsheetWriter
 
-    writer = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
-    writer.writerow(["search", "rank", *fields])
+    writer = SpreadsheetWriter(sys.stdout, delimiter)
+    writer.row(["search", "rank", *fields])
     for answered in answers:
         for result in answered.shown:
-            writer.writerow([printable(answered.label, keep=""), result.rank,
-                             *(result_value(result, field) for field in fields)])
+            writer.row([answered.label, result.rank, *(result_value(result, field) for field in fields)])
 
 
 def _print_answers(answers: list[Answered], output: ResultsFormat, fields: tuple[str, ...],
@@ -177,7 +176,8 @@ def search(
         "--like", help="More like this: the questions most alike to the one with this id (as "
                        "`show` takes it) instead of a query; by meaning.")] = None,
     min_match: Annotated[str, typer.Option(
-        "--min-match", help="Leave out hits whose match is below this (50% or 0.5).")] = "0",
+        "--min-match", help="Leave out hits whose match is below this: 50% or 0.5 (a number "
+                            "without % is a fraction: 1 is 100%).")] = "0",
     collapse: Annotated[bool, typer.Option(
         "--collapse", help="Fold near-duplicates (cosine 0.95 or more) into the better hit they "
                            "repeat, shown as \"(+N alike)\".")] = False,
@@ -222,7 +222,7 @@ def search(
         filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
-        shown = Shown(k, parse_min_match(min_match), collapse)
+        shown = Shown(k, share(min_match), collapse)
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
@@ -230,7 +230,8 @@ def search(
             hits = shown.of(searcher, found)
             answers = [Answered(f"like {liked.external_id}",
                                 f"more like {liked.external_id} “{liked.subject}”",
-                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits)]
+                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits,
+                                searcher.source_labels)]
         else:
             ran = mode or searcher.default_mode
             answers = []
@@ -238,7 +239,7 @@ def search(
                                    strict=True):
                 hits = shown.of(searcher, found)
                 answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
-                                        len(found), hits))
+                                        len(found), hits, searcher.source_labels))
     _print_answers(answers, ResultsFormat.json if as_json else output, columns, bool(filters),
                    shown.min_match)
 
@@ -257,12 +258,14 @@ def show(
     from rich.console import Console
 
     from indexer.directory import open_index
+    from indexer.source_identity import source_labels
     from retrieval.searcher import find_question
 
     with user_errors():
         index = open_index(index_dir, database)
         try:
             question = find_question(index, question_id, () if source is None else (source,))
+            label = source_labels(index.store.counts_by_source())[question.source]
         finally:
             index.close()
     if as_json:
@@ -270,7 +273,7 @@ def show(
                               "subject": question.subject, "body": question.body,
                               "metadata": question.metadata}))
         return
-    facts = [f"id {question.external_id}", f"source {Path(question.source).name}"]
+    facts = [f"id {question.external_id}", f"source {label}"]
     Console().print(question_markup(question.subject, question.body, question.metadata, facts))
 
 
@@ -378,6 +381,6 @@ def tui(
 
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
-        lowest = None if min_match is None else parse_min_match(min_match)
+        lowest = None if min_match is None else share(min_match)
     SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=lowest,
               collapse=collapse).run()

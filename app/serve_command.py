@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -58,8 +59,25 @@ def serve(
                                   load_before_accepting=workers > 1)
         open_index(index_dir, database).close()  # a missing or damaged index: one line, before binding
         keys = read_keys(settings)
+        _require_free(host, port)
     stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "
                        + ("need an API key" if keys else "are off: no API key given")))
     os.environ[SETTINGS_ENV_VAR] = settings.to_environment()
     uvicorn.run("app.server.api:app_from_environment", factory=True, host=host, port=port,
                 workers=workers, log_level="warning", server_header=False)
+
+
+def _require_free(host: str, port: int) -> None:
+    """Refuse, in one line, an address this process cannot listen on (a port another server
+    holds, a host that is no address of this machine), before saying it serves there: uvicorn
+    would log the error only after that. Bound as uvicorn binds (``SO_REUSEADDR``)."""
+    from app.server.settings import ServerConfigError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise ServerConfigError(f"cannot listen on {host}:{port} ({err.strerror or err}): another "
+                                    "server may hold the port; choose another --port") from None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 from indexer.layout import default_database_url
+from indexer.source_identity import source_labels
 
 if TYPE_CHECKING:
     from indexer.build import IndexReport
@@ -43,8 +44,10 @@ def duration(seconds: float) -> str:
 
 
 def counted(items: Mapping[str, int], limit: int = SOURCES_NAMED) -> str:
-    """``name count`` pairs by file name, the first ``limit`` and how many more."""
-    named = [f"{Path(name).name} ({count:,})" for name, count in list(items.items())[:limit]]
+    """``name count`` pairs of sources by name (their file names, with as many folders as tell
+    two of one name apart: ``source_labels``), the first ``limit`` and how many more."""
+    labels = source_labels(items)
+    named = [f"{labels[name]} ({count:,})" for name, count in list(items.items())[:limit]]
     more = len(items) - len(named)
     return ", ".join(named) + (f" and {more:,} more" if more else "")
 
@@ -66,6 +69,7 @@ def _changes(report: IndexReport) -> str:
                  (skipped, "bad rows skipped" if skipped > 1 else "bad row skipped"),
                  (report.unchanged, "unchanged")]
     parts.append((report.excluded, "left out (deleted with --exclude)"))
+    parts.append((report.renamed, "given the ids made from text now (see the warning)"))
     said = [f"{count:,} {what}" for count, what in parts if count]
     return ", ".join(said) if said else "nothing to do"
 

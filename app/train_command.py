@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from app.common import DataDirOption, app, printable, user_errors
+from app.common import DataDirOption, app, user_errors
 from app.devices import DeviceOption
+from app.safe_text import printable
 from core.devices import Device
 
 

@@ -22,7 +22,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, SelectionList, Static
 
-from app.common import markup_safe, printable, question_markup, result_row
+from app.common import markup_safe, question_markup, result_row
+from app.safe_text import printable
 from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.fusion import SearchMode
@@ -97,8 +98,8 @@ class MessageScreen(ModalScreen[None]):
 
 @dataclass(frozen=True)
 class Choices:
-    """What the filter dialog offers: the index's sources (file names) and categories, each with
-    its count of questions."""
+    """What the filter dialog offers: the index's sources (by name, ``Searcher.source_labels``)
+    and categories, each with its count of questions."""
 
     sources: dict[str, int] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
@@ -110,9 +111,7 @@ class Choices:
             categories = store.category_counts()
         except UserError:  # an index of an older askalike, not upgraded yet: sources only
             categories = {}
-        sources: dict[str, int] = {}
-        for path, count in store.counts_by_source().items():
-            sources[Path(path).name] = sources.get(Path(path).name, 0) + count
+        sources = {searcher.source_label(name): count for name, count in store.counts_by_source().items()}
         return cls(sources, categories)
 
 
@@ -168,13 +167,13 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
         self.dismiss(SearchFilters())
 
 
-def detail_markup(result: SearchResult) -> str:
+def detail_markup(result: SearchResult, source_label: str) -> str:
     """The full question: subject, metadata, body, and the comments when the source has them."""
     facts = [f"match {result.match:.0%} (cosine {result.cosine:.3f})",
              *([f"near-duplicate of #{result.duplicate_of}"] if result.duplicate_of is not None else []),
              *([f"{len(result.alike)} alike: {', '.join(a.external_id for a in result.alike)}"]
                if result.alike else []),
-             f"source {Path(result.source).name}", f"id {result.external_id}"]
+             f"source {source_label}", f"id {result.external_id}"]
     return question_markup(result.subject, result.body, result.metadata, facts)
 
 
@@ -191,13 +190,13 @@ class DetailScreen(ModalScreen[str | None]):
                           Binding("j", "scroll('down')", show=False),
                           Binding("k", "scroll('up')", show=False)]
 
-    def __init__(self, result: SearchResult) -> None:
+    def __init__(self, result: SearchResult, source_label: str) -> None:
         super().__init__()
-        self.result = result
+        self.result, self.source_label = result, source_label
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="full"):
-            yield Static(detail_markup(self.result), id="full-text")
+            yield Static(detail_markup(self.result, self.source_label), id="full-text")
         yield Footer()
 
     def action_scroll(self, direction: str) -> None:
@@ -396,7 +395,7 @@ class SearchApp(App[None]):
     def _fill_table(self) -> None:
         """The results as rows, the subjects cut with "…" to the width the table has."""
         table = self.query_one(DataTable)
-        rows = [result_row(result, TUI_FIELDS, bar_width=6) for result in self.results]
+        rows = [result_row(result, self._source_labels(), TUI_FIELDS, bar_width=6) for result in self.results]
         # the columns too: their widths only grow, so an earlier search's long subjects would
         # keep pushing the source column out of view
         table.clear(columns=True).add_columns("#", *TUI_FIELDS)
@@ -423,8 +422,13 @@ class SearchApp(App[None]):
         if self.results:
             table.move_cursor(row=min(row, len(self.results) - 1))
 
+    def _source_labels(self) -> dict[str, str]:
+        """The sources as the results name them (none before the index is loaded)."""
+        return self.searcher.source_labels if self.searcher is not None else {}
+
     def _detail(self, result: SearchResult | None) -> None:
-        self.query_one("#detail-text", Static).update(detail_markup(result) if result else "")
+        self.query_one("#detail-text", Static).update(
+            detail_markup(result, self._source_labels().get(result.source, result.source)) if result else "")
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -439,7 +443,8 @@ class SearchApp(App[None]):
                 if choice == "more":
                     self._more_like(selected)
 
-            self.push_screen(DetailScreen(selected), callback=then)
+            label = self._source_labels().get(selected.source, selected.source)
+            self.push_screen(DetailScreen(selected, label), callback=then)
 
     # ------------------------------------------------------------------ actions
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -23,8 +22,11 @@ from typing import IO, Any
 import numpy as np
 
 from core.data_dir import DataError
+from core.numbers import decimal
 
 # --------------------------------------------------------------------------- text files
+
+_NOT_FINITE = re.compile(r"[+-]?(?:nan|inf(?:inity)?)", re.IGNORECASE)
 
 
 def _open_binary(path: Path) -> IO[bytes]:
@@ -79,14 +81,13 @@ def _fields(path: Path, number: int, row: list[str], minimum: int, what: str) ->
 
 
 def parse_number(path: Path, number: int, text: str, name: str) -> float:
-    """The float in field ``name`` of line ``number``; a ``DataError`` when it is not one, or
-    not finite (a NaN would order and average as no score does)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise DataError(path, f"{name} is not a number: {text!r}", number) from None
-    if not math.isfinite(value):
-        raise DataError(path, f"{name} is {text!r}: give a finite number", number)
+    """The number in field ``name`` of line ``number`` (``core.numbers.decimal``: decimal digits,
+    not Python's ``1_000``); a ``DataError`` when it is not one, or not finite (a NaN would order
+    and average as no score does)."""
+    value = decimal(text)
+    if value is None:
+        what = "give a finite number" if _NOT_FINITE.fullmatch(text.strip()) else "not a number"
+        raise DataError(path, f"{name} is {text!r}: {what}", number)
     return value
 
 
@@ -289,25 +290,65 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
+class JsonError(ValueError):
+    """Text that is not JSON as askalike reads it; the message says what is wrong, and where."""
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how a JSON text writes half a UTF-16 pair
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_in(value: Any) -> str | None:
+    """The first string (or key) of a parsed JSON value that holds a lone surrogate."""
+    if isinstance(value, str):
+        return value if _SURROGATE.search(value) else None
+    items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+             else ())
+    for key, item in items:
+        found = (key if isinstance(key, str) and _SURROGATE.search(key) else None) or _surrogate_in(item)
+        if found is not None:
+            return found
+    return None
+
+
+def json_value(text: str | bytes, unique_keys: bool = True) -> Any:
+    """``text`` (bytes: UTF-8) as a JSON value, read strictly: a key written twice in one object
+    (with ``unique_keys``; ``json.loads`` would keep the last) and a string holding half of a
+    UTF-16 pair (``"\\ud800"``: no character, and text no file or database can store) are
+    errors, as is text that is not JSON: a JsonError naming the line and column. The one JSON
+    reader of what users give: JSON Lines rows and the HTTP API's request bodies."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise JsonError(f"not valid UTF-8 at byte {err.start}") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys if unique_keys else None)
+    except json.JSONDecodeError as err:
+        where = f"column {err.colno}" if err.lineno == 1 else f"line {err.lineno}, column {err.colno}"
+        raise JsonError(f"invalid JSON: {err.msg} ({where})") from None
+    except _RepeatedKey as err:
+        raise JsonError(f"key {err.args[0]!r} appears twice in one object; keep one of them") from None
+    except RecursionError:
+        raise JsonError("JSON nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(text) and (bad := _surrogate_in(value)) is not None:
+        half = next(char for char in bad if _SURROGATE.fullmatch(char))
+        raise JsonError(f"the string {bad[:40]!r} holds \\u{ord(half):04x}, half of a UTF-16 pair, "
+                        "which is no character: fix the program that wrote it")
+    return value
+
+
 def json_lines(path: Path, unique_keys: bool = False) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
-    """(line number, object) of each non-blank line of a JSON Lines file; a line that is not a
-    JSON object (or, with ``unique_keys``, one that repeats a key) comes as a ``DataError`` value,
-    so that a caller may skip it or raise it."""
-    hook = _unique_keys if unique_keys else None
+    """(line number, object) of each non-blank line of a JSON Lines file (``json_value``); a line
+    that is not a JSON object (or, with ``unique_keys``, one that repeats a key) comes as a
+    ``DataError`` value, so that a caller may skip it or raise it."""
     for number, line in numbered_lines(path):
         if not line.strip():
             continue
         try:
-            record = json.loads(line, object_pairs_hook=hook)
-        except json.JSONDecodeError as err:
-            yield number, DataError(path, f"invalid JSON: {err.msg} (column {err.colno})", number)
-            continue
-        except _RepeatedKey as err:
-            yield number, DataError(path, f"key {err.args[0]!r} appears twice in one object; "
-                                          "keep one of them", number)
-            continue
-        except RecursionError:
-            yield number, DataError(path, "JSON nested too deeply", number)
+            record = json_value(line, unique_keys)
+        except JsonError as err:
+            yield number, DataError(path, str(err), number)
             continue
         if not isinstance(record, dict):
             yield number, DataError(path, f"expected a JSON object, got {type(record).__name__}", number)

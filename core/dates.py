@@ -30,6 +30,7 @@ _TIME = r"(?:[ T]+(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?\s*(
 _YEAR_FIRST = re.compile(r"(?P<year>\d{4})(?P<sep>[/.-])(?P<month>\d{1,2})(?P=sep)(?P<day>\d{1,2})" + _TIME)
 _YEAR_LAST = re.compile(r"(?P<first>\d{1,2})(?P<sep>[/.-])(?P<then>\d{1,2})(?P=sep)(?P<year>\d+)" + _TIME)
 _DAY_MONTH_NAME = re.compile(r"(?P<day>\d{1,2})[ -](?P<name>[A-Za-z]+)\.?,?[ -](?P<year>\d{4})" + _TIME)
+ORDER_OPTION = "--date-format"  # what an ambiguous date's message names (the API: date_format)
 _MONTH_NAME_DAY = re.compile(r"(?P<name>[A-Za-z]+)\.? (?P<day>\d{1,2}),? (?P<year>\d{4})" + _TIME)
 
 
@@ -50,13 +51,14 @@ class ParsedDate:
     whole_day: bool  # no time of day was given: the value means the whole day
 
 
-def parse_date(text: str, order: DateOrder | None = None) -> ParsedDate:
+def parse_date(text: str, order: DateOrder | None = None, order_option: str = ORDER_OPTION) -> ParsedDate:
     """``text`` as a date (see the module docstring); DateValueError when it is none, or an
-    ambiguous day/month without ``order``."""
+    ambiguous day/month without ``order`` (the message names ``order_option``, the option or
+    parameter that gives it)."""
     value = text.strip()
     parsed = _iso(value)
     if parsed is None:
-        parsed = _spreadsheet(value, order)
+        parsed = _spreadsheet(value, order, order_option)
     if parsed is None:
         raise DateValueError(f"is not a date ({EXPECTED})")
     return parsed
@@ -74,7 +76,7 @@ def _iso(value: str) -> ParsedDate | None:
     return None
 
 
-def _spreadsheet(value: str, order: DateOrder | None) -> ParsedDate | None:
+def _spreadsheet(value: str, order: DateOrder | None, order_option: str) -> ParsedDate | None:
     """The non-ISO forms; None when ``value`` has none of their shapes."""
     if match := _YEAR_FIRST.fullmatch(value):
         year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
@@ -82,7 +84,7 @@ def _spreadsheet(value: str, order: DateOrder | None) -> ParsedDate | None:
         if len(match["year"]) != 4:
             raise DateValueError("has no four-digit year (write the year in full, e.g. 2024)")
         year = int(match["year"])
-        day, month = _day_and_month(int(match["first"]), int(match["then"]), year, order)
+        day, month = _day_and_month(int(match["first"]), int(match["then"]), year, order, order_option)
     elif match := _DAY_MONTH_NAME.fullmatch(value) or _MONTH_NAME_DAY.fullmatch(value):
         year, month, day = int(match["year"]), _month_number(match["name"]), int(match["day"])
     else:
@@ -94,7 +96,8 @@ def _spreadsheet(value: str, order: DateOrder | None) -> ParsedDate | None:
     return _in_utc(moment, match["hour"] is None)
 
 
-def _day_and_month(first: int, second: int, year: int, order: DateOrder | None) -> tuple[int, int]:
+def _day_and_month(first: int, second: int, year: int, order: DateOrder | None,
+                   order_option: str) -> tuple[int, int]:
     """(day, month) of ``first/second/year``: by ``order``, else by whichever reading is a date."""
     if order is DateOrder.dmy:
         return first, second
@@ -105,7 +108,7 @@ def _day_and_month(first: int, second: int, year: int, order: DateOrder | None) 
     if second > 12:
         return second, first
     raise DateValueError(f"is ambiguous ({first} {_MONTHS[second - 1].title()} or {second} "
-                         f"{_MONTHS[first - 1].title()} {year}): give --date-format dmy or mdy")
+                         f"{_MONTHS[first - 1].title()} {year}): give {order_option} dmy or mdy")
 
 
 def _month_number(name: str) -> int:
@@ -135,23 +138,23 @@ def _in_utc(moment: datetime, whole_day: bool) -> ParsedDate:
     return ParsedDate(utc, whole_day)
 
 
-def date_window(since: str | None, until: str | None,
-                order: DateOrder | None = None) -> tuple[datetime | None, datetime | None]:
+def date_window(since: str | None, until: str | None, order: DateOrder | None = None,
+                order_option: str = ORDER_OPTION) -> tuple[datetime | None, datetime | None]:
     """[start, end) in UTC of the dates from ``since`` to ``until``, both inclusive (``until`` as a
     day includes all of it); None leaves that end open. DateValueError names the bound that is
     not a date."""
-    start = _bound("since", since, order).moment if since is not None else None
+    start = _bound("since", since, order, order_option).moment if since is not None else None
     end = None
     if until is not None:
-        last = _bound("until", until, order)
+        last = _bound("until", until, order, order_option)
         step = timedelta(days=1) if last.whole_day else timedelta(microseconds=1)
         if last.moment <= datetime.max.replace(tzinfo=UTC) - step:  # else: the last day there is
             end = last.moment + step
     return start, end
 
 
-def _bound(name: str, value: str, order: DateOrder | None) -> ParsedDate:
+def _bound(name: str, value: str, order: DateOrder | None, order_option: str) -> ParsedDate:
     try:
-        return parse_date(value, order)
+        return parse_date(value, order, order_option)
     except DateValueError as err:
         raise DateValueError(f"{name} {value!r} {err}") from None

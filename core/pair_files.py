@@ -12,7 +12,6 @@ import csv
 import dataclasses
 import hashlib
 import itertools
-import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from core.data_dir import DataError
 from core.datasets import json_objects, numbered_lines, sniff_delimiter
+from core.numbers import decimal
 
 PAIR_COLUMNS = ("text_a", "text_b")
 GROUP_COLUMNS = ("text", "group")
@@ -86,11 +86,8 @@ def _score(path: Path, number: int, row: dict[str, str]) -> float | None:
     value = row.get("score", "").strip()
     if value == "":
         return None
-    try:
-        score = float(value)
-    except ValueError:
-        score = math.nan
-    if not math.isfinite(score):
+    score = decimal(value)
+    if score is None:
         raise DataError(path, f"field 'score' must be a number (a graded similarity), not {value!r}", number)
     return score
 

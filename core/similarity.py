@@ -29,10 +29,13 @@ def pair_cosine(vectors: np.ndarray) -> float:
 
 
 def require_text(texts: Sequence[str], what: str = "text") -> None:
-    """Refuse empty or blank texts, naming which one."""
+    """Refuse empty or blank texts, and texts holding a NUL (no text has one: a binary file, or
+    a program's slip), naming which one."""
     for position, text in enumerate(texts, start=1):
         if not text.strip():
             raise EmptyTextError(f"{what} {position} is empty: give some words to compare")
+        if "\x00" in text:
+            raise EmptyTextError(f"{what} {position} holds a NUL character: give text")
 
 
 def require_known_words(encoder: BatchedEncoder, texts: Sequence[str], model: str) -> None:

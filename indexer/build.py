@@ -38,19 +38,21 @@ from core.loader import load_encoder
 from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
-from indexer.directory import recorded_model, resolve_database
+from indexer.directory import recorded_model, resolve_database, resolved_index_type
 from indexer.embedding import Embedder, InProcessEmbedder
 from indexer.layout import (
     MANIFEST_FILE,
     IndexDirectoryError,
     default_database_url,
     ensure_index_id,
+    holds_index,
     index_id,
     index_lock,
+    not_an_index,
 )
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
-from indexer.source_identity import Overlaps, aliased, distinct_sources
+from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source, source_labels
 from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
 from indexer.store import Store, source_named
 from indexer.sync import sync_vector_index
@@ -94,6 +96,7 @@ class IndexReport:
     unchanged: int = 0
     removed: int = 0
     excluded: int = 0  # left out: deleted from their source with --exclude
+    renamed: int = 0  # ids made from text by an older askalike, given their new ids (not added again)
     sources: dict[str, int] = field(default_factory=dict)  # questions read from each source
     skipped: list[str] = field(default_factory=list)  # problems of rows left out (--on-error skip)
     warnings: list[str] = field(default_factory=list)  # sources and dates that may not be what was meant
@@ -128,25 +131,34 @@ def model_identity(spec: str, encoder: Encoder) -> EncoderIdentity:
 
 @dataclass
 class _Chunk:
-    """What one chunk of a source needs: questions to embed, metadata-only edits, and how many
-    are stored as they are."""
+    """What one chunk of a source needs: questions to embed, metadata-only edits, stored ids
+    made from text the former way to renew (``renames``: nothing else changed; ``renamed``
+    counts them all), and how many are stored as they are."""
 
     pending: list[_Pending]
     field_edits: list[tuple[int, SourceQuestion]]
     unchanged: int
     excluded: int = 0
+    renames: list[tuple[int, SourceQuestion]] = field(default_factory=list)
+    renamed: int = 0
 
 
 def _plan(store: Store | None, source: str, questions: list[SourceQuestion], readmit: bool = False) -> _Chunk:
     """A chunk of ``source``'s questions compared with the store (None: an index not created yet);
-    those deleted with --exclude are left out, unless ``readmit``."""
-    ids = [q.external_id for q in questions]
+    those deleted with --exclude are left out, unless ``readmit``. A question whose id is made
+    from its text and stored under the id an older askalike made (``former_id``) is that stored
+    question, which takes the new id."""
+    ids = [q.external_id for q in questions] + [q.former_id for q in questions if q.former_id]
     stored = {} if store is None else store.questions_with_ids(source, ids)
     excluded = set() if store is None or readmit else store.excluded_ids(source, ids)
     chunk = _Chunk([], [], 0)
     for question in questions:
         existing = stored.get(question.external_id)
-        if question.external_id in excluded:
+        renamed = existing is None and question.former_id in stored
+        if renamed:
+            existing = stored[question.former_id]
+            chunk.renamed += 1
+        if {question.external_id, question.former_id} & excluded:
             chunk.excluded += 1
         elif existing is None:
             chunk.pending.append(_Pending(source, question, None))
@@ -154,6 +166,8 @@ def _plan(store: Store | None, source: str, questions: list[SourceQuestion], rea
             chunk.pending.append(_Pending(source, question, existing.id))
         elif not existing.same_fields(question):
             chunk.field_edits.append((existing.id, question))
+        elif renamed:
+            chunk.renames.append((existing.id, question))
         else:
             chunk.unchanged += 1
     return chunk
@@ -172,7 +186,8 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     Returns ``files`` with a path to a stored source's file named as that source."""
     stored = list(store.counts_by_source()) if store is not None else []
     files = aliased(files, stored, report.warnings)
-    kept = [] if options.prune else stored  # a prune removes the sources that the run does not name
+    # a prune removes the files that the run does not name; the API's sources stay
+    kept = [name for name in stored if not is_file_source(name)] if options.prune else stored
     overlaps = Overlaps(store, [name for name, _ in files], kept)
     failures: list[DataError] = []  # --on-error stop: every source's bad rows, reported together
     with index_progress(options.show_progress) as progress:
@@ -187,6 +202,7 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
                     report.metadata_updated += len(chunk.field_edits)
                     report.unchanged += chunk.unchanged
                     report.excluded += chunk.excluded
+                    report.renamed += chunk.renamed
                     progress.advance(task, len(questions))
             except DataError as err:
                 if options.on_error is OnError.skip:
@@ -196,7 +212,8 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
         raise bad_rows(failures)
     report.sources = {name: len(source.ids) for name, source in files}
     report.read = sum(report.sources.values())
-    report.warnings += overlaps.warnings(files) + _made_id_warnings(files) + _date_warnings(files)
+    report.warnings += (overlaps.warnings(files) + _made_id_warnings(files) + _renamed_warnings(report)
+                        + _date_warnings(files))
     report.undated = sum(source.undated for _, source in files)
     return files
 
@@ -206,6 +223,16 @@ def _made_id_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
     return [f"{source.path}: no 'id' column, so each question's id is made from its text (the same "
             "on every run; an edited question gets a new one, which --prune tidies up); name the id "
             "column with --id-column" for _, source in files if source.makes_ids]
+
+
+def _renamed_warnings(report: IndexReport) -> list[str]:
+    """Say that ids made from text by an older askalike are given their new ids."""
+    if not report.renamed:
+        return []
+    return [f"{report.renamed:,} questions of files without an id column had ids that an older askalike "
+            "made from their text (subject and body hashed together, so that two texts could share "
+            "one); they take the ids made now (subject and body hashed apart), keeping their vectors: "
+            "`show`, `delete` and links need the new ids (`search` shows them)"]
 
 
 def _date_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
@@ -248,6 +275,7 @@ def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options:
         waiting: list[_Pending] = []
         for chunk in _planned(store, name, source.questions(), options.readmit):
             report.metadata_updated += store.update_fields(chunk.field_edits)
+            store.update_fields(chunk.renames)
             report.unchanged += chunk.unchanged
             waiting += chunk.pending
             while len(waiting) >= options.commit_every:
@@ -298,15 +326,19 @@ def _embedder(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder
 
 
 def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
-    """Stored questions that none of the sources has (what --prune removes)."""
+    """Stored questions of files that none of the sources has (what --prune removes); those
+    written through the API belong to no file and stay."""
     kept = dict(files)
     return [row_id for row_id, source, external_id in store.question_keys()
-            if source not in kept or external_id not in kept[source].ids]
+            if is_file_source(source) and (source not in kept or not kept[source].holds(external_id))]
 
 
 def _require_sources(index_dir: Path, sources: Sequence[Path], options: IndexOptions) -> None:
     """A run without sources only brings an existing index up to date (such as the new place of
-    its model); it is refused for a new index, and with --prune (which would remove everything)."""
+    its model); it is refused for a new index, and with --prune (which would remove everything).
+    A directory of other files is no index to write into."""
+    if not _is_empty(index_dir) and not holds_index(index_dir):
+        raise not_an_index(index_dir)
     if sources:
         return
     if options.prune:
@@ -337,6 +369,8 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     if manifest is None:  # a new index: every question would be added
         _survey(None, files, problems, report, options)
         report.total = report.added
+        report.index_type, report.index_type_reason = resolve_index_type(options.index_type, None,
+                                                                          report.total)
     else:
         url = resolve_database(index_dir, database)
         report.database = masked_url(url)
@@ -349,10 +383,11 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
                 report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
                 report.removed = len(stale)
             report.total = store.count() + report.added - report.removed
+            report.index_type, report.index_type_reason = resolved_index_type(
+                store, options.index_type, manifest, report.total)
     report.skipped = [str(p) for p in problems]
-    report.index_type, report.index_type_reason = resolve_index_type(
-        options.index_type, manifest.index_type if manifest else None, report.total)
     return report
+
 
 
 def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
@@ -371,7 +406,7 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
         with Store(url) as store:
             store.require_owner(index_id(index_dir))
             # --source picks questions as search's --source does
-            allowed = None if source is None else set(store.ids_matching((source_named(source),)).tolist())
+            allowed = None if source is None else set(store.ids_matching(source_named(source)).tolist())
             matches: dict[str, list[tuple[int, str]]] = {name: [] for name in external_ids}
             for row_id, stored_source, external_id in store.question_keys():
                 if external_id in matches and (allowed is None or row_id in allowed):
@@ -383,8 +418,10 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
             ambiguous = {name: rows for name, rows in matches.items() if len(rows) > 1}
             if ambiguous:
                 name, rows = next(iter(ambiguous.items()))
-                raise StoreError(f"id {name!r} is in {len(rows)} sources ({', '.join(s for _, s in rows)}): "
-                                 "name one with --source; nothing deleted")
+                labels = source_labels(store.counts_by_source())
+                named = ", ".join(labels[source_of] for _, source_of in rows)
+                raise StoreError(f"id {name!r} is in {len(rows)} sources ({named}): name one with --source; "
+                                 "nothing deleted")
             chosen = {name: rows[0] for name, rows in matches.items()}  # (row id, source) by id
             kept_out = [(source_of, name) for name, (_, source_of) in chosen.items()] if exclude else []
             removed = store.delete([row_id for row_id, _ in chosen.values()], kept_out)
@@ -461,15 +498,17 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         identity = model_identity(spec, encoder)
         store.claim(this_index)
         moved_from = store.bind_encoder(identity)
+        if options.index_type is not None:
+            store.record_index_type(options.index_type)
         report = IndexReport(str(index_dir), masked_url(database), identity.model, read=survey.read,
-                             excluded=survey.excluded, sources=survey.sources,
+                             excluded=survey.excluded, renamed=survey.renamed, sources=survey.sources,
                              skipped=[str(p) for p in problems], warnings=survey.warnings,
                              undated=survey.undated, model_moved_from=moved_from or "")
         generation_before = store.generation()
         to_embed = survey.added + survey.reembedded
         if not to_embed:  # no cluster to start for nothing
             options = replace(options, engine=Engine.in_process)
-        if to_embed or survey.metadata_updated:
+        if to_embed or survey.metadata_updated or survey.renamed:
             with _engine_session(options):  # once the sources are checked: a bad row stops the run first
                 _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
                                  report)
@@ -480,12 +519,13 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
             store.readmit([name for name, _ in files])
         only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                       and manifest_before.generation == generation_before)
-        report.index_type, report.index_type_reason = resolve_index_type(
-            options.index_type, manifest_before.index_type if manifest_before else None, store.count())
+        report.index_type, report.index_type_reason = resolved_index_type(
+            store, options.index_type, manifest_before, store.count())
         with index_progress(options.show_progress) as progress:
             manifest, report.faiss_rebuilt = sync_vector_index(
                 index_dir, store, identity, report.index_type, database, manifest_before,
                 only_added=only_added, progress=progress)
+        store.record_index_type(report.index_type)
         if manifest.encoder != identity:  # the model moved, and the files were current
             write_manifest(index_dir, replace(manifest, encoder=identity))
         report.total, report.parameters = manifest.count, manifest.parameters

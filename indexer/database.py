@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 
 from core.credentials import masked_text, masked_url
 from core.errors import UserError
+from core.numbers import decimal
 
 
 class StoreError(UserError):
@@ -96,11 +97,10 @@ MAX_LOCK_TIMEOUT_S = 2_147_483  # PostgreSQL's lock_timeout is at most 2^31 - 1 
 def lock_timeout_s() -> float:
     """How long a write waits for a lock another writer holds (``ASKALIKE_DB_TIMEOUT``)."""
     value = os.environ.get(LOCK_TIMEOUT_ENV_VAR, "")
-    try:
-        seconds = float(value) if value else DEFAULT_LOCK_TIMEOUT_S
-    except ValueError:
-        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds") from None
-    if not 0 <= seconds <= MAX_LOCK_TIMEOUT_S:  # NaN fails both comparisons
+    seconds = decimal(value) if value else DEFAULT_LOCK_TIMEOUT_S
+    if seconds is None:
+        raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: not a number of seconds")
+    if not 0 <= seconds <= MAX_LOCK_TIMEOUT_S:
         raise StoreError(f"{LOCK_TIMEOUT_ENV_VAR}={value!r}: give a number of seconds from 0 to "
                          f"{MAX_LOCK_TIMEOUT_S:,}")
     return seconds

@@ -14,6 +14,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from core.encoder import Encoder
 from core.lexical import LexicalIndex
 from core.loader import load_encoder
 from core.model_dir import EncoderIdentity, pretrained_name, weights_fingerprint
@@ -27,8 +28,10 @@ from indexer.layout import (
     IndexDirectoryError,
     database_from_manifest,
     default_database_url,
+    holds_index,
     index_id,
     index_lock,
+    not_an_index,
     require_no_writer,
 )
 from indexer.manifest import (
@@ -37,11 +40,11 @@ from indexer.manifest import (
     load_lexical,
     read_manifest,
 )
-from indexer.sources import chunked
-from indexer.store import SCHEMA_VERSION, Store
+from indexer.sources import chunked, content_hash
+from indexer.store import SCHEMA_VERSION, DamagedVector, Store
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
-from indexer.vector_index import index_ids
+from indexer.vector_index import HeldVectors, index_ids
 
 
 def recorded_model(index_dir: Path, encoder: EncoderIdentity) -> str:
@@ -65,6 +68,20 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     return database_from_manifest(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
 
 
+def resolved_index_type(store: Store, requested: str | None, manifest: Manifest | None,
+                        count: int) -> tuple[str, str]:
+    """The FAISS type to build for ``count`` questions, and why (``resolve_index_type``):
+    ``requested`` (``--index-type``); else the type an interrupted run was asked for (recorded
+    before its first commit: ``Store.record_index_type``), so that its re-run or a repair ends
+    as it would have; else the manifest's; else ``auto``'s choice."""
+    current = manifest.index_type if manifest else None
+    recorded = store.index_type()
+    if requested is None and recorded not in (None, current):
+        chosen, why = resolve_index_type(recorded, None, count)
+        return chosen, f"{why}, as asked of a run that was interrupted"
+    return resolve_index_type(requested, current, count)
+
+
 @dataclass
 class OpenIndex:
     """A readable index: manifest, store and the FAISS index the manifest names."""
@@ -84,6 +101,8 @@ def _require_manifest(index_dir: Path) -> Manifest:
         raise IndexDirectoryError(f"{index_dir}: no index here; build one with "
                                   f"`askalike index SOURCE --model MODEL --index {index_dir}`")
     manifest = read_manifest(index_dir)
+    if manifest is None and not holds_index(index_dir):
+        raise not_an_index(index_dir)
     if manifest is None:
         raise IndexDirectoryError(f"{index_dir}: no {MANIFEST_FILE} (an index run that never "
                                   f"finished?); run `askalike index` again, or `"
@@ -140,8 +159,13 @@ def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
     }
 
 
-DAMAGED_LISTED = 100  # damaged vectors a check names (all are counted)
-REEMBED_CHUNK = 2048  # damaged questions embedded again at a time (one transaction each)
+DAMAGED_LISTED = 100  # untrusted vectors a check names (all are counted)
+REEMBED_CHUNK = 2048  # questions embedded again at a time (one transaction each)
+DEEP_SAMPLE = 500  # stored questions ``check --deep`` embeds again
+# a stored vector and its text embedded again are at least this alike: the same model gives the
+# same vector within float rounding (README: a text's vector in a batch and alone)
+DEEP_MIN_COSINE = 0.999
+HELD_TOLERANCE = 1e-6  # the FAISS file holds the stored float32 vectors themselves
 
 
 @dataclass
@@ -151,6 +175,9 @@ class CheckReport:
     questions: int = 0
     vectors: int = 0
     damaged: list[str] = field(default_factory=list)  # the first DAMAGED_LISTED damaged vectors
+    # the first DAMAGED_LISTED sound vectors that are not their question's (``untrusted_vectors``)
+    mismatched: list[str] = field(default_factory=list)
+    deep_checked: int = 0  # questions embedded again to compare (``deep``)
 
     @property
     def ok(self) -> bool:
@@ -164,15 +191,16 @@ class CheckReport:
 CHECK_LATER = "check it again when that run has finished"
 
 
-def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
+def check_index(index_dir: Path, database: str | None = None, deep: bool = False) -> CheckReport:
     """Do the FAISS and BM25 files match their checksums, and hold exactly the stored questions'
-    ids, built from the store's current generation with the store's encoder?"""
+    ids, built from the store's current generation with the store's encoder? Is each stored
+    vector sound and its question's (``untrusted_vectors``; ``deep``: a sample embedded again)?"""
     report = CheckReport(str(index_dir))
     require_no_writer(index_dir, CHECK_LATER)  # a run in progress is not an interrupted one
     manifest = _require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
         try:
-            _compare(index_dir, manifest, store, report)
+            _compare(index_dir, manifest, store, report, deep)
         except StoreError as err:
             report.problems.append(str(err))
     if report.problems:
@@ -180,7 +208,7 @@ def check_index(index_dir: Path, database: str | None = None) -> CheckReport:
     return report
 
 
-def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckReport) -> None:
+def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckReport, deep: bool) -> None:
     """Fill ``report`` with every way the store, the manifest and the FAISS file disagree."""
     report.questions = store.count()
     recorded = store.encoder()
@@ -203,6 +231,14 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
         index = load_faiss(index_dir, manifest)  # verifies size and checksum
     except IndexDirectoryError as err:
         report.problems.append(str(err))
+        index = None
+    untrusted, report.deep_checked = untrusted_vectors(store, recorded or manifest.encoder, manifest,
+                                                       index, deep)
+    if untrusted:
+        report.mismatched = [str(vector) for vector in untrusted[:DAMAGED_LISTED]]
+        report.problems.append(f"{len(untrusted)} stored vectors are not their question's (the first: "
+                               f"question {untrusted[0]}): a repair embeds them again")
+    if index is None:
         return
     report.vectors = int(index.ntotal)
     stored, indexed = np.asarray(store.ids(), dtype=np.int64), np.sort(index_ids(index))
@@ -221,15 +257,80 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
                                f"database {len(stored)}")
 
 
+def untrusted_vectors(store: Store, identity: EncoderIdentity, manifest: Manifest | None,
+                      index: faiss.Index | None, deep: bool = False) -> tuple[list[DamagedVector], int]:
+    """Sound stored vectors (length, checksum and norm verified) that are not their question's:
+    its text changed in the database without being embedded again (its content hash); a vector
+    other than its copy in ``index``, the FAISS file ``manifest`` names, where that is of the
+    store's generation and holds its vectors whole (flat, HNSW); and with ``deep``, of a seeded
+    sample of DEEP_SAMPLE questions embedded again from their text by the index's model, one
+    whose cosine to the stored vector is under DEEP_MIN_COSINE. Also returns how many ``deep``
+    embedded."""
+    found = {vector.id: vector for vector in store.edited_texts()}
+    fresh = manifest is not None and index is not None and manifest.generation == store.generation()
+    for vector in _unlike_the_faiss_file(store, index, identity.dim) if fresh else []:
+        found.setdefault(vector.id, vector)
+    checked = 0
+    if deep:
+        unlike, checked = _unlike_their_text(store, identity)
+        for vector in unlike:
+            found.setdefault(vector.id, vector)
+    return sorted(found.values(), key=lambda vector: vector.id), checked
+
+
+def _unlike_the_faiss_file(store: Store, index: faiss.Index, dim: int) -> list[DamagedVector]:
+    held = HeldVectors.of(index)
+    if held is None:  # IVF: no float32 copies to compare
+        return []
+    different: list[int] = []
+    for ids, vectors in store.vectors(dim, skip_damaged=True):
+        copies = held.get(ids)
+        different += [int(i) for i, vector in zip(ids, vectors, strict=True)
+                      if int(i) in copies and np.abs(copies[int(i)] - vector).max() > HELD_TOLERANCE]
+    questions = store.fetch(different)
+    return [DamagedVector(i, questions[i].source, questions[i].external_id, "its vector is not the FAISS "
+                          "file's copy of it (changed in the database since)") for i in different]
+
+
+def _unlike_their_text(store: Store, identity: EncoderIdentity) -> tuple[list[DamagedVector], int]:
+    """The sample of ``untrusted_vectors(deep=True)``, and its size."""
+    ids = np.asarray(store.ids(), dtype=np.int64)
+    damaged = {vector.id for vector in store.damaged_vectors(identity.dim)}
+    ids = ids[~np.isin(ids, list(damaged))]
+    sample = np.sort(np.random.default_rng(0).choice(ids, size=min(DEEP_SAMPLE, len(ids)), replace=False))
+    encoder = _index_encoder(identity, "check --deep embeds a sample of the questions again")
+    questions, stored = store.fetch(sample.tolist()), store.vectors_of(sample.tolist(), identity.dim)
+    unlike: list[DamagedVector] = []
+    for chunk in chunked([q for q in questions.values() if q.id in stored], REEMBED_CHUNK):
+        fresh = encoder.encode([join_subject_body(q.subject, q.body) for q in chunk])
+        for question, vector in zip(chunk, fresh, strict=True):
+            cosine = float(stored[question.id] @ vector)
+            if cosine < DEEP_MIN_COSINE:
+                unlike.append(DamagedVector(question.id, question.source, question.external_id,
+                                            f"its vector is not its text's: cosine {cosine:.4f} to the "
+                                            "text embedded again"))
+    return unlike, len(sample)
+
+
+def _index_encoder(identity: EncoderIdentity, why: str) -> Encoder:
+    """The index's own model, refused when its weights are no longer those that embedded it."""
+    if weights_fingerprint(identity.model) != identity.fingerprint:
+        raise IndexDirectoryError(f"{why}, and the index's model {identity.model} now has other "
+                                  "weights than those that embedded the rest: rebuild the index with "
+                                  "`askalike index` into a new --index directory")
+    return load_encoder(identity.model)
+
+
 @dataclass
 class Repair:
     manifest: Manifest
-    reembedded: int  # damaged vectors embedded again
+    reembedded: int  # stored vectors embedded again: damaged, or not their question's
 
 
-def repair_index(index_dir: Path, database: str | None = None) -> Repair:
-    """Rebuild the FAISS and BM25 files (and manifest) from the database, once its damaged
-    vectors are embedded again (only they are) and a schema-1 database is upgraded."""
+def repair_index(index_dir: Path, database: str | None = None, deep: bool = False) -> Repair:
+    """Rebuild the FAISS and BM25 files (and manifest) from the database, once the vectors it
+    cannot trust are embedded again from their stored text (only they are: the damaged ones and
+    ``untrusted_vectors``) and a schema-1 database is upgraded."""
     if not index_dir.is_dir() or not (database or (index_dir / MANIFEST_FILE).is_file()
                                       or (index_dir / SQLITE_FILE).is_file()):
         raise IndexDirectoryError(f"{index_dir}: no index to repair (no manifest and no database); "
@@ -249,27 +350,32 @@ def repair_index(index_dir: Path, database: str | None = None) -> Repair:
         with Store(url) as store:
             encoder = store.encoder()
             assert encoder is not None  # checked above, under the index lock
-            reembedded = _reembed_damaged(store, encoder)
-            index_type, _ = resolve_index_type(None, manifest.index_type if manifest else None,
-                                               store.count())
+            untrusted = store.damaged_vectors(encoder.dim) + untrusted_vectors(
+                store, encoder, manifest, _faiss_or_none(index_dir, manifest), deep)[0]
+            reembedded = _reembed(store, encoder, sorted({vector.id for vector in untrusted}))
+            index_type, _ = resolved_index_type(store, None, manifest, store.count())
             rebuilt, _ = sync_vector_index(index_dir, store, encoder, index_type, url, manifest, rebuild=True)
+            store.record_index_type(index_type)
             return Repair(rebuilt, reembedded)
 
 
-def _reembed_damaged(store: Store, identity: EncoderIdentity) -> int:
-    """Embed the questions whose stored vectors are damaged again, from their stored text, with
-    the model that embedded the rest (refused when its weights are no longer those)."""
-    damaged = store.damaged_vectors(identity.dim)
-    if not damaged:
+def _faiss_or_none(index_dir: Path, manifest: Manifest | None) -> faiss.Index | None:
+    """The FAISS file ``manifest`` names, where it is there and sound (a repair rebuilds it)."""
+    try:
+        return load_faiss(index_dir, manifest) if manifest is not None else None
+    except IndexDirectoryError:
+        return None
+
+
+def _reembed(store: Store, identity: EncoderIdentity, ids: list[int]) -> int:
+    """Embed the questions ``ids`` again from their stored text, with the model that embedded the
+    rest, and store each vector with its text's content hash."""
+    if not ids:
         return 0
-    if weights_fingerprint(identity.model) != identity.fingerprint:
-        raise IndexDirectoryError(f"{len(damaged)} stored vectors are damaged, and the index's model "
-                                  f"{identity.model} now has other weights than those that embedded "
-                                  "the rest: rebuild the index with `askalike index` into a new "
-                                  "--index directory")
-    encoder = load_encoder(identity.model)
-    questions = store.fetch([vector.id for vector in damaged])
+    encoder = _index_encoder(identity, f"{len(ids)} stored vectors are to be embedded again")
+    questions = store.fetch(ids)
     for chunk in chunked(questions.values(), REEMBED_CHUNK):
         vectors = encoder.encode([join_subject_body(q.subject, q.body) for q in chunk])
-        store.replace_vectors({q.id: vector for q, vector in zip(chunk, vectors, strict=True)})
-    return len(damaged)
+        store.replace_vectors({q.id: vector for q, vector in zip(chunk, vectors, strict=True)},
+                              {q.id: content_hash(q.subject, q.body) for q in chunk})
+    return len(ids)

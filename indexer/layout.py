@@ -39,6 +39,20 @@ class IndexBusyError(IndexDirectoryError):
     """Another process holds the index directory's writer lock (a run in progress)."""
 
 
+def holds_index(index_dir: Path) -> bool:
+    """Does ``index_dir`` hold (part of) an askalike index: its manifest, or what a first run
+    writes before it (the directory's id, its SQLite database, the writer's lock)? A directory
+    of other files does not."""
+    return any((index_dir / name).exists() for name in (MANIFEST_FILE, ID_FILE, SQLITE_FILE, LOCK_FILE))
+
+
+def not_an_index(index_dir: Path) -> IndexDirectoryError:
+    """The error for a directory of other files given as an index."""
+    return IndexDirectoryError(f"{index_dir}: not an askalike index (no {MANIFEST_FILE}, no database, "
+                               "other files): give --index the directory an index was built in, or a "
+                               "new or empty one to build an index in")
+
+
 def faiss_file_name(generation: int) -> str:
     return f"vectors-{generation:08d}.faiss"
 

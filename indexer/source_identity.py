@@ -16,7 +16,7 @@ which always share them.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +28,36 @@ EXAMPLES = 3  # shared ids named in a warning
 
 
 def source_name(path: Path) -> str:
-    """How a source file is known in the store: its absolute path."""
+    """How a source file is known in the store: its absolute path (``is_file_source``)."""
     name = str(path.resolve())
     if len(name) > SOURCE_CHARS:
         raise DataError(path, f"the absolute path has {len(name)} characters, the index keeps at "
                               f"most {SOURCE_CHARS}: move or link the file to a shorter path")
     return name
+
+
+def is_file_source(name: str) -> bool:
+    """Is the stored source ``name`` a file (an absolute path), which index runs read and
+    ``--prune`` tidies? Else it holds the questions that programs wrote through the HTTP API
+    (``api``, or a name they gave): no file has them, and index runs leave them alone."""
+    return Path(name).is_absolute()
+
+
+def source_labels(names: Iterable[str]) -> dict[str, str]:
+    """How each of the sources ``names`` is named to a person: by the end of its name, as few of
+    its parts as tell it from every other (a file by its file name, ``a/c200.csv`` and
+    ``b/c200.csv`` where two folders hold a ``c200.csv``; an API source by its name). A label
+    picks its source alone as ``--source`` and ``?source=`` match (the whole name, or its end
+    after a ``/``)."""
+    parts = {name: name.split("/") for name in names}
+    ends: dict[str, int] = {}  # each name's ends (1, 2... parts), by how many names end so
+    for split in parts.values():
+        for depth in range(1, len(split) + 1):
+            end = "/".join(split[-depth:])
+            ends[end] = ends.get(end, 0) + 1
+    return {name: next((end for depth in range(1, len(split) + 1)
+                        if ends[end := "/".join(split[-depth:])] == 1), name)
+            for name, split in parts.items()}
 
 
 def distinct_sources(sources: Sequence[Path]) -> list[tuple[str, Path]]:
@@ -64,7 +88,8 @@ def aliased(files: list[tuple[str, SourceFile]], stored: Collection[str],
     renamed = []
     for name, source in files:
         if name not in stored:
-            twin = next((other for other in stored if _same_file(other, source.path)), None)
+            twin = next((other for other in stored
+                         if is_file_source(other) and _same_file(other, source.path)), None)
             if twin is not None:
                 warnings.append(f"{name} is the same file as {twin} (a hard link, or another path "
                                 "to it), which is indexed: its questions are kept as that source's")
@@ -74,8 +99,8 @@ def aliased(files: list[tuple[str, SourceFile]], stored: Collection[str],
 
 
 def _own_ids(name: str) -> bool:
-    """Are the source's ids its user's (not line numbers)?"""
-    return source_format(Path(name)) != ".txt"
+    """Are the source's ids its user's (not line numbers)? Those written through the API are."""
+    return not is_file_source(name) or source_format(Path(name)) != ".txt"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.datasets import DataError, json_lines, numbered_lines, sniff_delimiter
-from core.dates import DateOrder, DateValueError, parse_date
+from core.dates import ORDER_OPTION, DateOrder, DateValueError, parse_date
 from core.text import join_subject_body
 from indexer.choices import OnError
 
@@ -50,6 +50,8 @@ class SourceQuestion:
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int | None = None  # where the question starts in its file, when the format has lines
     dated: datetime | None = None  # metadata["date"] parsed (in UTC); None: none, or not a date
+    # an id made from the text: the id an askalike before made_id's separator made (``former_made_id``)
+    former_id: str | None = None
 
     @property
     def text(self) -> str:
@@ -59,7 +61,13 @@ class SourceQuestion:
     @property
     def content_hash(self) -> str:
         """Changes exactly when the embedded text changes (metadata edits need no new vector)."""
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        return content_hash(self.subject, self.body)
+
+
+def content_hash(subject: str, body: str) -> str:
+    """The sha256 of the text a question is embedded from (``join_subject_body``), stored with it:
+    a re-run compares it to know what to embed again, ``check`` to find text edited in place."""
+    return hashlib.sha256(join_subject_body(subject, body).encode("utf-8")).hexdigest()
 
 
 Row = SourceQuestion | DataError
@@ -67,10 +75,11 @@ T = TypeVar("T")
 
 
 def clean_text(value: Any) -> str:
-    """Text with control characters removed (they break terminals and some databases) and line
-    endings made ``\n`` (a CSV field's CRLF and a JSON string's must read the same)."""
+    """Text as it is stored: as given, but for line endings made ``\n`` (a CSV field's CRLF and a
+    JSON string's must read the same) and NUL removed (no database keeps it in text). Other
+    control characters are kept; whatever shows the text escapes them (``app.safe_text``)."""
     text = "" if value is None else str(value)
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
 def normalize_id(value: Any) -> str:
@@ -87,8 +96,8 @@ def category_key(value: Any) -> str | None:
 
 
 def clean_metadata(value: Any, name: str = "metadata", depth: int = 0) -> Any:
-    """Metadata as every database stores it: control characters dropped from strings (keys
-    too); ValueError naming the field for NaN or infinite numbers (JSON has none) and for
+    """Metadata as every database stores it: strings (keys too) as ``clean_text`` keeps them;
+    ValueError naming the field for NaN or infinite numbers (JSON has none) and for
     nesting deeper than METADATA_DEPTH."""
     if depth > METADATA_DEPTH:
         raise ValueError(f"{name} is nested deeper than {METADATA_DEPTH} levels")
@@ -169,10 +178,28 @@ def _column_name(name: str) -> str:
     return name.strip().lower()
 
 
-def made_id(text: str, seen: dict[str, int]) -> str:
-    """The id of a question from a file without ids: the first 12 hex digits of its text's
-    sha256, so that it survives rows being added, removed or reordered (an edited question gets
-    a new id); a text repeated in the file gets ``-2``, ``-3``... in file order (``seen`` counts)."""
+def made_id(texts: list[str], seen: dict[str, int]) -> str:
+    """The id of a question from a file without ids: the first 12 hex digits of the sha256 of its
+    text cells (subject, body, or the --text-column cells) written as a JSON array, so that it
+    survives rows being added, removed or reordered and no two texts share it by where they are
+    cut (``renew visa|how long`` and ``renew|visa how long``); an edited question gets a new id.
+    A text repeated in the file gets ``-2``, ``-3``... in file order (``seen`` counts)."""
+    return _numbered(json.dumps(texts, ensure_ascii=False), seen)
+
+
+_FORMER_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what text was stored without
+
+
+def former_made_id(subject: str, body: str, seen: dict[str, int]) -> str:
+    """The id askalike made for the same row before ``made_id`` (from the subject and body
+    joined, control characters dropped), so that an index built then keeps its questions: an
+    index run gives them their new ids (``IndexReport.renamed``) instead of adding them again."""
+    def former(text: str) -> str:
+        return _FORMER_CONTROL.sub("", text)
+    return _numbered(join_subject_body(former(subject), former(body)), seen)
+
+
+def _numbered(text: str, seen: dict[str, int]) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     seen[digest] = seen.get(digest, 0) + 1
     return digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
@@ -260,6 +287,7 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
     next(lines)  # the header
     reader = csv.reader((text + "\n" for _, text in lines), delimiter=delimiter, strict=True)
     made_ids: dict[str, int] = {}
+    former_ids: dict[str, int] = {}
     while True:
         start = reader.line_num + 2  # the reader's lines start after the header
         try:
@@ -278,9 +306,13 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
         record = dict(zip(layout.header, row, strict=True))
         subject, body = _subject_and_body(record, layout.text_columns)
         metadata = {name: record[name] for name in layout.metadata_columns if record[name] != ""}
-        raw_id = (record[layout.id_column] if layout.id_column
-                  else made_id(join_subject_body(clean_text(subject), clean_text(body)), made_ids))
-        yield _question(path, start, raw_id, subject, body, metadata, layout.id_column or ID_COLUMN)
+        if layout.id_column:
+            yield _question(path, start, record[layout.id_column], subject, body, metadata, layout.id_column)
+            continue
+        made = made_id([clean_text(record[name]) for name in layout.text_columns], made_ids)
+        question = _question(path, start, made, subject, body, metadata)
+        former = former_made_id(clean_text(subject), clean_text(body), former_ids)
+        yield replace(question, former_id=former) if isinstance(question, SourceQuestion) else question
 
 
 def _require_distinct_columns(path: Path, header: list[str]) -> None:
@@ -378,22 +410,23 @@ def _file_state(path: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def date_of(value: Any, order: DateOrder | None) -> datetime | None:
+def date_of(value: Any, order: DateOrder | None, order_option: str = ORDER_OPTION) -> datetime | None:
     """A ``date`` metadata value as an instant in UTC (None: no date given); DateValueError for
     a value that is not a date."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise DateValueError(f"is {_JSON_TYPES[type(value)]}, not a date")
-    return parse_date(str(value), order).moment
+    return parse_date(str(value), order, order_option).moment
 
 
-def dated(question: SourceQuestion, order: DateOrder | None, path: Path) -> tuple[SourceQuestion, str | None]:
+def dated(question: SourceQuestion, order: DateOrder | None, path: Path,
+          order_option: str = ORDER_OPTION) -> tuple[SourceQuestion, str | None]:
     """``question`` with its date parsed, and the warning for a value that is not a date (the
-    question is kept, undated)."""
+    question is kept, undated; an ambiguous one names ``order_option``)."""
     value = question.metadata.get(DATE_KEY)
     try:
-        return replace(question, dated=date_of(value, order)), None
+        return replace(question, dated=date_of(value, order, order_option)), None
     except DateValueError as err:
         where = "" if question.line is not None else f"question {question.external_id!r}: "
         return question, str(DataError(path, f"{where}{DATE_KEY} {value!r} {err}", question.line))
@@ -447,6 +480,7 @@ class SourceFile:
     date_order: DateOrder | None = None
     columns: Columns = field(default_factory=Columns)
     ids: dict[str, int | None] = field(default_factory=dict)  # good question id -> its line
+    former_ids: set[str] = field(default_factory=set)  # the ids made from text the former way
     undated: int = 0  # questions whose date is not a date
     date_warnings: list[str] = field(default_factory=list)  # the first of them, named
     _left_out: set[int] = field(default_factory=set)  # reader positions of bad or repeated rows
@@ -458,6 +492,7 @@ class SourceFile:
         require_regular_file(self.path)
         self._state = _file_state(self.path)
         self.ids.clear()
+        self.former_ids.clear()
         self._left_out.clear()
         self.undated, self.date_warnings = 0, []
         stopping = self.on_error is OnError.stop
@@ -489,6 +524,8 @@ class SourceFile:
     def _accepted(self, row: SourceQuestion) -> SourceQuestion:
         """A good question, its id kept and its date parsed (a value that is not a date counted)."""
         self.ids[row.external_id] = row.line
+        if row.former_id is not None:
+            self.former_ids.add(row.former_id)
         row, warning = dated(row, self.date_order, self.path)
         if warning is not None:
             self.undated += 1
@@ -506,6 +543,11 @@ class SourceFile:
                 raise self._changed()
             yield dated(row, self.date_order, self.path)[0]
         self._require_unchanged()
+
+    def holds(self, external_id: str) -> bool:
+        """Does the file (as ``check`` read it) hold the stored question ``external_id``: by its
+        id, or by the id an older askalike made from its text (``former_id``)?"""
+        return external_id in self.ids or external_id in self.former_ids
 
     @property
     def makes_ids(self) -> bool:

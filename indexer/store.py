@@ -71,6 +71,7 @@ from indexer.sources import (
     SOURCE_CHARS,
     SourceQuestion,
     category_key,
+    content_hash,
     date_of,
 )
 
@@ -154,7 +155,7 @@ class StoredQuestion:
     dated: datetime | None = None
 
     def same_fields(self, question: SourceQuestion) -> bool:
-        """Equal in all but the vector (a date parsed by another --date-format differs)."""
+        """Equal in all but the id and the vector (a date parsed by another --date-format differs)."""
         return (self.subject, self.body, self.metadata, self.dated) == (
             question.subject, question.body, question.metadata, question.dated)
 
@@ -190,11 +191,12 @@ def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
         yield [v if isinstance(v, str) else int(v) for v in values[start : start + _PARAMETERS_PER_QUERY]]
 
 
-def source_named(name: str) -> str:
-    """A source as a user names it to pick questions (``Store.ids_matching``): a path to an
-    existing file means that file (resolved, as the store keeps sources by absolute path, so
-    ``./q.csv`` works); anything else is matched as typed (a file name, or a whole path)."""
-    return str(Path(name).resolve()) if Path(name).is_file() else name
+def source_named(name: str) -> tuple[str, ...]:
+    """What a source as a user names it matches (``Store.ids_matching``): the name as typed (a
+    file name, a label such as ``a/c200.csv``, or a whole path: matched whole or as the end of a
+    source's path) and, where it is a path to an existing file, that file (resolved, as the store
+    keeps sources by absolute path, so ``./q.csv`` works)."""
+    return (name, str(Path(name).resolve())) if Path(name).is_file() else (name,)
 
 
 def _in_utc(moment: datetime | None) -> datetime | None:
@@ -253,9 +255,10 @@ def _filter_columns(metadata: dict[str, Any], dated: datetime | None) -> dict[st
 
 
 def _fields(question: SourceQuestion) -> dict[str, Any]:
-    """A question's stored columns but its id, hash and vector."""
-    return {"subject": question.subject, "body": question.body, "metadata": question.metadata,
-            **_filter_columns(question.metadata, question.dated)}
+    """A question's stored columns but its row id, source, hash and vector (its external id
+    too: a stored id made from text the former way takes the new one)."""
+    return {"external_id": question.external_id, "subject": question.subject, "body": question.body,
+            "metadata": question.metadata, **_filter_columns(question.metadata, question.dated)}
 
 
 def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
@@ -376,6 +379,22 @@ class Store(Database):
                              f"use --model {recorded.model}, or index into a new --index directory",
                              StoreError)
         return None
+
+    def index_type(self) -> str | None:
+        """The FAISS index type recorded for this index (``record_index_type``); None: none yet."""
+        with self.reading() as connection:
+            return self._setting(connection, "index_type")
+
+    def record_index_type(self, index_type: str) -> None:
+        """Record the index type a run was asked for (``auto`` too) before its first commit, and
+        the type built once it is done, so that a run interrupted in between, run again or
+        repaired, builds the type asked for rather than the default."""
+        with self.transaction() as connection:
+            if self._setting(connection, "index_type", for_update=True) is None:
+                self._add_setting(connection, "index_type", index_type)
+            else:
+                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "index_type")
+                                   .values(value=index_type))
 
     def claim(self, index_id: str) -> None:
         """Make this database the store of the index directory ``index_id``; refuse one that
@@ -524,15 +543,20 @@ class Store(Database):
         if any(problems):
             raise DamagedVectorsError(self._damaged(rows, problems))
 
-    def vectors(self, dim: int, after_id: int = -1,
-                chunk: int = 10_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def vectors(self, dim: int, after_id: int = -1, chunk: int = 10_000,
+                skip_damaged: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, float32 vectors) of the stored questions with ids above ``after_id``, in id
-        order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError."""
+        order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError (or,
+        with ``skip_damaged``, is left out: ``check`` names those apart)."""
         with self.reading() as connection:
             result = connection.execute(self._vector_query().where(_QUESTIONS.c.id > after_id)
                                         .order_by(_QUESTIONS.c.id).execution_options(yield_per=chunk))
             for part in result.partitions():
-                self._require_sound(part, dim)
+                if skip_damaged:
+                    problems = self._problems(part, dim)
+                    part = [row for row, problem in zip(part, problems, strict=True) if problem is None]
+                else:
+                    self._require_sound(part, dim)
                 ids = np.fromiter((row[0] for row in part), dtype=np.int64, count=len(part))
                 matrix = np.frombuffer(b"".join(row[1] for row in part), dtype="<f4")
                 yield ids, matrix.reshape(len(part), dim).astype(np.float32, copy=False)
@@ -561,6 +585,17 @@ class Store(Database):
                     damaged += self._damaged(part, problems)
         return damaged
 
+    def edited_texts(self, chunk: int = 10_000) -> list[DamagedVector]:
+        """The questions whose stored text no longer hashes to their content hash: text changed
+        in the database without being embedded again, so that their vector is another text's."""
+        found: list[DamagedVector] = []
+        with self.reading() as connection:
+            result = connection.execute(select(*_QUESTION_COLUMNS).execution_options(yield_per=chunk))
+            found += [DamagedVector(row.id, row.source, row.external_id, "its text was changed without "
+                                    "being embedded again (it does not match its content hash)")
+                      for row in result if content_hash(row.subject, row.body) != row.content_hash]
+        return found
+
     def texts(self, after_id: int = -1, chunk: int = 10_000) -> Iterator[tuple[int, str]]:
         """(row id, embedded text: subject and body) of the stored questions with ids above
         ``after_id``, in id order, read a chunk at a time."""
@@ -587,8 +622,7 @@ class Store(Database):
         inserts, updates = [], []
         for question, vector, row_id in zip(questions, stored_vectors, existing_ids, strict=True):
             if row_id is None:
-                inserts.append({**values(question, vector), "source": source,
-                                "external_id": question.external_id, "created_at": now})
+                inserts.append({**values(question, vector), "source": source, "created_at": now})
             else:
                 updates.append({**values(question, vector), "row_id": row_id})
         with self.transaction() as connection:
@@ -613,16 +647,17 @@ class Store(Database):
                 self._update_rows(connection, rows)
         return len(rows)
 
-    def replace_vectors(self, vectors: dict[int, np.ndarray]) -> None:
-        """New vectors for stored questions (``check --repair``'s for damaged ones), in one
-        transaction."""
+    def replace_vectors(self, vectors: dict[int, np.ndarray], hashes: dict[int, str]) -> None:
+        """New vectors for stored questions, embedded from their stored text, with that text's
+        content hash (``check --repair``'s for the vectors it cannot trust), in one transaction."""
         if not vectors:
             return
         row_ids = list(vectors)
         stored = _vector_columns(np.stack([vectors[i] for i in row_ids]), [f"row {i}" for i in row_ids])
         now = datetime.now(UTC)
         with self.transaction() as connection:
-            self._update_rows(connection, [{"row_id": row_id, **columns, "updated_at": now}
+            self._update_rows(connection, [{"row_id": row_id, **columns, "content_hash": hashes[row_id],
+                                            "updated_at": now}
                                            for row_id, columns in zip(row_ids, stored, strict=True)])
             self._bump_generation(connection)
 

@@ -30,6 +30,7 @@ from indexer.database import StoreError
 from indexer.directory import resolve_database
 from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_lock
 from indexer.manifest import read_manifest
+from indexer.source_identity import is_file_source
 from indexer.sources import SourceQuestion, dated, record_question
 from indexer.store import Store
 from indexer.sync import sync_vector_index
@@ -56,13 +57,14 @@ class UpsertReport:
                 "total": self.total, "ids": self.ids, "warnings": self.warnings}
 
 
-def validated_questions(records: Sequence[Any], date_order: DateOrder | None = None
-                        ) -> tuple[list[SourceQuestion], list[str]]:
+def validated_questions(records: Sequence[Any], date_order: DateOrder | None = None,
+                        order_option: str = "date_format") -> tuple[list[SourceQuestion], list[str]]:
     """``records`` (JSON objects with ``id``, ``subject`` or ``title``..., ``body`` and any
     metadata) as questions, checked as an index run checks a row; the first bad one (or a
     repeated id) raises a DataError naming its place (``questions:N``), so that a request is
     stored whole or not at all. Also returns the warnings for dates that are not dates (those
-    questions are stored undated, as an index run stores them)."""
+    questions are stored undated, as an index run stores them; an ambiguous one names
+    ``order_option``, the request parameter that says how to read it)."""
     questions: list[SourceQuestion] = []
     warnings: list[str] = []
     seen: set[str] = set()
@@ -75,7 +77,7 @@ def validated_questions(records: Sequence[Any], date_order: DateOrder | None = N
         if row.external_id in seen:
             raise DataError(REQUEST, f"duplicate id {row.external_id!r}", number)
         seen.add(row.external_id)
-        question, warning = dated(row, date_order, REQUEST)
+        question, warning = dated(row, date_order, REQUEST, order_option)
         questions.append(question)
         warnings += [warning] if warning else []
     return questions, warnings
@@ -105,11 +107,15 @@ def _waiting(action: Callable[[], T], wait_s: float) -> T:
 
 def stored_source(store: Store, name: str) -> str:
     """The stored source that ``name`` means: a source's whole name, or its file name (as
-    ``search --source`` matches); ``name`` itself for a source not stored yet."""
+    ``search --source`` matches); ``name`` itself for a source not stored yet, which must not be
+    a path (a file's source is made by ``askalike index``; index runs leave the API's alone)."""
     matches = [source for source in store.counts_by_source()
                if source == name or source.endswith("/" + name)]
     if len(matches) > 1 and name not in matches:
         raise StoreError(f"source {name!r} matches {len(matches)} sources: give its whole path")
+    if not matches and is_file_source(name):
+        raise StoreError(f"source {name!r} is no indexed file: name the API's own sources without "
+                         "a leading / (index a file with `askalike index`)")
     return name if name in matches or not matches else matches[0]
 
 

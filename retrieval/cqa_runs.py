@@ -13,6 +13,7 @@ from pathlib import Path
 from core.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
 from core.datasets import DataError, numbered_lines, parse_number
 from core.files import atomic_write
+from core.numbers import integer
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +44,9 @@ def read_cqa_run(path: Path, kind: str = "prediction") -> list[CqaRunLine]:
         orgq_id, relq_id, rank, score, label = fields
         if label not in ("true", "false"):
             raise DataError(path, f"label must be true or false, got {label!r}", number)
-        try:
-            rank_value = int(rank)
-        except ValueError:
-            raise DataError(path, f"rank is not an integer: {rank!r}", number) from None
+        rank_value = integer(rank)
+        if rank_value is None:
+            raise DataError(path, f"rank is not an integer: {rank!r}", number)
         lines.append(CqaRunLine(orgq_id, relq_id, rank_value,
                                 parse_number(path, number, score, "score"), label == "true", number))
     if not lines:

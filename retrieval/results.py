@@ -4,6 +4,7 @@ and the JSON payload of one search (``search_payload``, its schema in docs/cli.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -62,9 +63,12 @@ class Shown:
 
 
 def search_payload(results: list[SearchResult], mode: SearchMode, query: str | None = None,
-                   like: SearchResult | StoredQuestion | None = None) -> dict[str, Any]:
+                   like: SearchResult | StoredQuestion | None = None,
+                   source_label: Callable[[str], str] = str) -> dict[str, Any]:
     """One search as JSON: the query (or, for "more like this", the question it started from),
-    the mode that ran, and the hits."""
-    source = {"query": query} if like is None else {"like": {"id": like.external_id, "source": like.source}}
-    return {**source, "mode": mode.value, "count": len(results),
-            "results": [result.as_json() for result in results]}
+    the mode that ran, and the hits; sources named by ``source_label`` (``search --json``: the
+    whole stored name; the HTTP API: ``Searcher.source_label``)."""
+    asked = ({"query": query} if like is None
+             else {"like": {"id": like.external_id, "source": source_label(like.source)}})
+    return {**asked, "mode": mode.value, "count": len(results),
+            "results": [result.as_json(source_label) for result in results]}

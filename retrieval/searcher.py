@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from core.dates import DateOrder, DateValueError, date_window
+from core.dates import ORDER_OPTION, DateOrder, DateValueError, date_window
 from core.encoder import Encoder
 from core.errors import UserError
 from core.lexical import LexicalIndex
@@ -36,6 +36,7 @@ from core.similarity import require_text
 from core.sorted_ids import find_sorted
 from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.manifest import load_lexical
+from indexer.source_identity import source_labels
 from indexer.store import StoredQuestion, source_named
 from indexer.tuning import SEARCH_PARAMETERS, query_settings
 from indexer.vector_index import (
@@ -72,8 +73,9 @@ class SearchError(UserError):
 class SearchFilters:
     """Restrict results by source file, category, or date; empty means no restriction.
 
-    A source is a file name or a path: a path to an existing file is matched as that file
-    (resolved, so a relative path finds what was indexed by its absolute path). Categories match
+    A source is a file name, a label (``a/c200.csv``) or a path, matched as typed (whole, or as
+    the end of a source's path) and, where it is a path to an existing file, as that file
+    (``source_named``: a relative path finds what was indexed by its absolute path). Categories match
     trimmed and whatever their case. Dates are read as the index run reads them (``core.dates``,
     ``date_order`` for 10/01/2024), compared in UTC, and both ends are inclusive: ``date_to`` as a
     day includes that whole day; a question without a date passes no date filter. An invalid
@@ -84,15 +86,18 @@ class SearchFilters:
     date_from: str | None = None
     date_to: str | None = None
     date_order: DateOrder | None = None
+    order_option: str = field(default=ORDER_OPTION, compare=False)  # what gives date_order (messages)
     # [start, end) in UTC of the dates that pass (None: open)
     window: tuple[datetime | None, datetime | None] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
-            object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order))
+            object.__setattr__(self, "window", date_window(self.date_from, self.date_to, self.date_order,
+                                                           self.order_option))
         except DateValueError as err:
             raise SearchError(str(err)) from None
-        object.__setattr__(self, "sources", tuple(map(source_named, self.sources)))
+        object.__setattr__(self, "sources", tuple(dict.fromkeys(
+            name for source in self.sources for name in source_named(source))))
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.categories or self.date_from or self.date_to)
@@ -166,13 +171,14 @@ class SearchResult:
         text = " ".join(self.body.split())
         return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rstrip() + "…"
 
-    def as_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "id": self.external_id, "source": self.source,
+    def as_json(self, source_label: Callable[[str], str] = str) -> dict[str, Any]:
+        """The hit as JSON; sources named by ``source_label`` (the whole stored name unless told)."""
+        return {"rank": self.rank, "id": self.external_id, "source": source_label(self.source),
                 "subject": self.subject, "excerpt": self.excerpt, "match": round(self.match, 4),
                 "cosine": round(self.cosine, 6), "score": round(self.score, 6),
                 "duplicate_of": self.duplicate_of,
-                "alike": [{"id": other.external_id, "source": other.source, "match": round(other.match, 4)}
-                          for other in self.alike],
+                "alike": [{"id": other.external_id, "source": source_label(other.source),
+                           "match": round(other.match, 4)} for other in self.alike],
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
 
 
@@ -180,11 +186,12 @@ def clipped(fraction: float) -> float:
     return min(1.0, max(0.0, fraction))
 
 
-def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (),
+                  source_option: str = "--source") -> StoredQuestion:
     """The stored question with the user's id ``external_id`` (from one of ``sources`` only, file
     names or paths, when given); a SearchError when there is none, or one in each of several
-    sources. Reads the store only: no model is loaded."""
-    wanted = [source_named(source) for source in sources]
+    sources (naming ``source_option``, what picks one). Reads the store only: no model is loaded."""
+    wanted = [name for source in sources for name in source_named(source)]
     found = [question for name in index.store.counts_by_source()
              if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
              for question in index.store.questions_with_ids(name, [external_id]).values()]
@@ -192,8 +199,9 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
         raise SearchError(f"no question with id {external_id!r} in {index.directory}"
                           + (f" from {', '.join(sources)}" if sources else ""))
     if len(found) > 1:
+        labels = source_labels(index.store.counts_by_source())
         raise SearchError(f"id {external_id!r} is in {len(found)} sources "
-                          f"({', '.join(Path(q.source).name for q in found)}): name one with --source")
+                          f"({', '.join(labels[q.source] for q in found)}): name one with {source_option}")
     return found[0]
 
 
@@ -260,6 +268,15 @@ class Searcher:
         return int(self.index.faiss.ntotal)
 
     @cached_property
+    def source_labels(self) -> dict[str, str]:
+        """Each stored source as a person is shown it (``source_identity.source_labels``), read
+        once for the state this searcher opened."""
+        return source_labels(self.index.store.counts_by_source())
+
+    def source_label(self, source: str) -> str:
+        return self.source_labels.get(source, source)
+
+    @cached_property
     def lexical(self) -> LexicalIndex:
         if self.index.lexical is not None:
             return self.index.lexical
@@ -297,9 +314,10 @@ class Searcher:
         return self._checked(lambda: self._search_vectors(vector[None, :], k, filters,
                                                           exclude=int(question_id))[0])
 
-    def question(self, external_id: str, sources: Sequence[str] = ()) -> StoredQuestion:
+    def question(self, external_id: str, sources: Sequence[str] = (),
+                 source_option: str = "--source") -> StoredQuestion:
         """The stored question with the user's id (``find_question``)."""
-        return find_question(self.index, external_id, sources)
+        return find_question(self.index, external_id, sources, source_option)
 
     def _require_questions(self) -> None:
         if self.count == 0:

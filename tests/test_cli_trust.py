@@ -35,7 +35,7 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.common import json_line, printable
+from app.safe_text import json_line, printable
 from core.cqa_questions import read_cqa_xml
 from indexer.directory import check_index
 from indexer.layout import LOCK_FILE, index_lock

@@ -147,7 +147,8 @@ def test_match_is_the_cosine_clipped_at_zero():
     assert SearchResult(1, 7, "a", "forum.jsonl", "s", "b", {}, cosine=0.83, score=0.83).match == 0.83
     assert similarity_bar(0.0, 10) == "░" * 10 and similarity_bar(0.5, 10) == "█" * 5 + "░" * 5
     marked = replace(result, match=0.83, duplicate_of=1)
-    assert result_row(marked) == ("1", "a", " 83% ████████░░", "≈ #1  s", "forum.jsonl")
+    assert result_row(marked, {"forum.jsonl": "forum.jsonl"}) == ("1", "a", " 83% ████████░░", "≈ #1  s",
+                                                              "forum.jsonl")
 
 
 def test_near_duplicates_point_to_the_best_ranked_copy():

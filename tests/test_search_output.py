@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import assert_one_line_error, collection, index, invoke, search_hits, write_jsonl
 
-from app.common import RESULT_FIELDS, parse_min_match
+from app.common import RESULT_FIELDS
 
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
 <RelQuestion RELQ_ID="Q9_R1" RELQ_CATEGORY="Visas and Permits" RELQ_DATE="2012-03-04 10:00:00">
@@ -93,7 +93,7 @@ def test_min_match_drops_the_weak_hits_and_says_so_when_none_is_left(index_dir):
     cut = (matches[step] + matches[step + 1]) / 2
     kept = search_hits(search(index_dir, "cheap car", "-k", "20", "--json", "--min-match", str(cut)))
     assert kept == [hit for hit in everything if hit["match"] >= cut] and len(kept) < len(everything)
-    none = search(index_dir, "cheap car", "--min-match", "100")
+    none = search(index_dir, "cheap car", "--min-match", "100%")
     assert "“cheap car” · dense: no hit reaches --min-match 100%" in none.replace("\n", " ")
 
 
@@ -180,9 +180,3 @@ def test_similar_shows_the_match_search_shows(tiny_model, index_dir):
 def test_search_settings_help_says_they_are_raised_for_k_and_filters():
     text = " ".join(invoke("search", "--help").stdout.split())
     assert text.count("raised as needed for a larger -k and for filters") == 2
-
-
-@pytest.mark.parametrize(("text", "fraction"), [("70%", 0.7), ("70", 0.7), ("0.7", 0.7), ("1", 0.01),
-                                                ("100", 1.0), ("0", 0.0)])
-def test_min_match_reads_percentages_and_fractions(text, fraction):
-    assert parse_min_match(text) == pytest.approx(fraction)

@@ -43,11 +43,12 @@ def client(built, tmp_path):
 
 
 def _payloads(index_dir, queries, k=5, mode=None, filters=None, shown=None):
-    """What the library (and so `search --json`) answers for ``queries``."""
+    """What the library (and so `search --json`) answers for ``queries``, sources by name."""
     shown = shown or Shown(k)
     with Searcher(index_dir) as searcher:
         hits = searcher.search_many(queries, shown.depth, filters, mode)
-        return [search_payload(shown.of(searcher, results), mode or searcher.default_mode, query=query)
+        return [search_payload(shown.of(searcher, results), mode or searcher.default_mode, query=query,
+                               source_label=searcher.source_label)
                 for query, results in zip(queries, hits, strict=True)]
 
 

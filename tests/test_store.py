@@ -162,7 +162,8 @@ def test_damaged_vectors_are_found_and_never_read(database_url, damage, problem)
         with pytest.raises(DamagedVectorsError):
             store.vectors_of(ids, DIM)
         assert len(store.vectors_of([ids[0], ids[2]], DIM)) == 2
-        store.replace_vectors({ids[1]: _vectors(1, seed=5)[0]})
+        stored_hash = store.fetch([ids[1]])[ids[1]].content_hash
+        store.replace_vectors({ids[1]: _vectors(1, seed=5)[0]}, {ids[1]: stored_hash})
         assert store.damaged_vectors(DIM) == [] and store.generation() == 2
 
 

@@ -112,6 +112,28 @@ def test_bad_pair_files_get_one_line_errors(tmp_path, tiny_model, content, patte
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability("`tune` on pairs that cannot teach: one pair repeated 100 times (with and "
+                         "without --dev), and 100 pairs of a text with itself",
+                         "one error line saying what is wrong with the pairs (one first text; two "
+                         "different texts; the same text on both sides); no OUT nor OUT.run left behind")
+@pytest.mark.parametrize(("rows", "dev", "pattern"), [
+    (["my vpn drops,vpn disconnects,1"] * 100, False,
+     r"0 alike pairs fall in the held-out 10%.*the 100 pairs have 1 different first text;"),
+    (["my vpn drops,vpn disconnects,1"] * 100, True,
+     r"100 alike pairs to learn from, but not one batch of 8 pairs without a text twice: they hold 2 "
+     r"different texts"),
+    ([f"question {i},question {i},1" for i in range(100)], True,
+     r"100 have the same text on both sides, which teaches nothing"),
+])
+def test_pairs_that_cannot_teach_are_named(tmp_path, tiny_model, rows, dev, pattern):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("text_a,text_b,label\n" + "\n".join(rows) + "\n")
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "out",
+                    *(["--dev", pairs] if dev else []))
+    assert_one_line_error(result, pattern)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.run").exists()
+
+
 def test_not_alike_pairs_become_hard_negatives_of_their_first_text(tmp_path):
     pairs = read_labelled_pairs(write_pairs(tmp_path / "pairs.csv", 10))
     data = training_data(pairs)

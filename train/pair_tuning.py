@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,12 @@ from scipy.stats import pearsonr
 from core.data_dir import DataError
 from core.datasets import StsPair
 from core.devices import Device
+from core.errors import UserError
 from core.files import file_sha256
 from core.model_dir import ModelError, pretrained_name, read_model_config
 from core.ood_evaluation import ranking_accuracy
 from core.pair_files import LabelledPair, read_labelled_pairs, text_fraction
+from train.batching import text_key, unique_text_batches
 from train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from train.corpus import Pair, TrainingData
 from train.distillation import teacher_vectors, write_distillation_texts
@@ -46,6 +49,7 @@ from train.trainer import Trainer
 
 DEV_SHARE = 0.1  # of the pairs' first texts held out to measure and stop on, without --dev
 MIN_DEV_PAIRS = 10
+CHECKPOINT_FILE = "checkpoint.pt"  # what the trainer writes in the run directory (Trainer.checkpoint_path)
 
 
 @dataclass(frozen=True)
@@ -220,9 +224,31 @@ def _read_pairs(pairs_file: Path, dev_file: Path | None) -> tuple[list[LabelledP
     alike, scored = sum(p.label == 1 for p in dev), sum(p.score is not None for p in dev)
     if max(alike, scored) < MIN_DEV_PAIRS:
         found = f"{alike} alike pairs" + (f" and {scored} scored pairs" if scored else "")
+        firsts = len({text_key(pair.text_a) for pair in pairs})
         raise DataError(pairs_file, f"{found} fall in the held-out {DEV_SHARE:.0%}, fewer than "
-                                    f"{MIN_DEV_PAIRS}: give more pairs or --dev FILE")
+                                    f"{MIN_DEV_PAIRS}: the share is drawn by first text, and the "
+                                    f"{len(pairs):,} pairs have {firsts:,} different first "
+                                    f"text{'s' if firsts != 1 else ''}; give pairs of more texts, or "
+                                    "--dev FILE")
     return train, dev
+
+
+def _require_a_batch(pairs_file: Path, data: TrainingData, size: int, seed: int) -> None:
+    """Refuse pairs that cannot fill one batch of ``size``, saying why: a batch holds no text
+    twice (each pair's partner is the others' negative), and a pair of one text teaches nothing,
+    so repeated and one-text pairs do not count (``unique_text_batches``)."""
+    batches = unique_text_batches(data.pairs, size, seed)
+    if len(data.sts) >= size or any(len(batch) == size for batch in batches):
+        return
+    two_texts = [(a, b) for a, b in data.pairs if text_key(a) != text_key(b)]
+    one_text = len(data.pairs) - len(two_texts)
+    texts = len({text_key(text) for pair in two_texts for text in pair})
+    why = (f"{one_text:,} have the same text on both sides, which teaches nothing, and the other "
+           f"{len(two_texts):,} hold" if one_text else "they hold")
+    raise DataError(pairs_file, f"{len(data.pairs):,} alike pairs to learn from, but not one batch of "
+                                f"{size} pairs without a text twice: {why} {texts:,} different texts; "
+                                "give pairs of more texts (two different texts each), or a smaller "
+                                "--batch-size")
 
 
 def distillation_texts(pairs: Sequence[LabelledPair], kind: str, settings: TuneSettings) -> list[str]:
@@ -238,7 +264,9 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
          dev_file: Path | None = None, resume: bool = False, show_progress: bool = True) -> dict[str, Any]:
     """Tune ``base`` on the pairs, save the complete model directory ``out`` (config, weights,
     ONNX export of a transformer, metrics.json with the dev figures before and after and the
-    data's SHA-256), and return that record. ``run_dir`` keeps the checkpoints (``resume``)."""
+    data's SHA-256), and return that record. ``run_dir`` keeps the checkpoints (``resume``);
+    pairs that cannot teach are refused before it is made, and one that a failed run made is
+    removed unless it holds a checkpoint to resume from."""
     if out.exists():
         raise ModelError(f"{out} exists: choose a new --out directory")
     finished = run_dir / "model" / "metrics.json"
@@ -249,9 +277,35 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     data = training_data(train)
     kind = _base_kind(base)
     size = batch_size(kind, settings)
-    if max(len(data.pairs), len(data.sts)) < size:
-        raise DataError(pairs_file, f"{len(data.pairs)} alike pairs to learn from, fewer than a "
-                                    f"batch ({size}): give more pairs or a smaller --batch-size")
+    _require_a_batch(pairs_file, data, size, settings.seed * 1000)
+    with _run_directory(run_dir):
+        return _tuned(base, pairs_file, out, run_dir, settings, dev_file, train, dev, data, kind, size,
+                      resume, show_progress)
+
+
+@contextmanager
+def _run_directory(run_dir: Path) -> Iterator[None]:
+    """The run directory of a tune: one that this run made and that holds no checkpoint when it
+    fails (nothing to resume) is removed; a failure after a checkpoint says how to go on."""
+    made = not run_dir.exists()
+    try:
+        yield
+    except BaseException as err:
+        if not (run_dir / CHECKPOINT_FILE).is_file():
+            if made:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        if isinstance(err, UserError):
+            raise ModelError(f"{err}; the run so far is kept in {run_dir}: `--resume` continues it") from None
+        raise
+
+
+def _tuned(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSettings,
+           dev_file: Path | None, train: list[LabelledPair], dev: list[LabelledPair], data: TrainingData,
+           kind: str, size: int, resume: bool, show_progress: bool) -> dict[str, Any]:
+    """``tune`` once the pairs are read and checked: the teacher's vectors, the trainer's run and
+    the model saved."""
+    finished = run_dir / "model" / "metrics.json"
     texts = distillation_texts(train, kind, settings)
     if texts:  # the sample as an earlier stage's (``distill_texts_from``), its teacher vectors
         # cached beside it here, where progress may be hidden, so that the trainer finds them

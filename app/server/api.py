@@ -10,7 +10,7 @@ name a local dependency.)
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.security import BodyLimit, KeyChecker, public_message
+from app.server.security import BodyLimit, KeyChecker, SafeJSONResponse, TextGuard, public_message
 from app.server.settings import ServerSettings, api_keys
+from core.datasets import JsonError, json_value
 from core.errors import UserError
 from indexer.layout import IndexBusyError
 
@@ -76,14 +78,42 @@ class ServedIndex:
         return self.live
 
 
+class StrictJsonRequest(Request):
+    """A request whose JSON body is read as a JSON Lines row is (``core.datasets.json_value``):
+    a key written twice, half a UTF-16 pair or bytes that are not UTF-8 are refused (400) with
+    what is wrong and where, instead of the last key kept or a server error."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            try:
+                self._json = json_value(await self.body())
+            except JsonError as err:
+                raise HTTPException(400, f"the request body: {err}") from None
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """The routes' class: their handlers read the body through ``StrictJsonRequest``."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+
+        return strict
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": public_message(message)}, status_code=status, headers=headers)
+    return SafeJSONResponse({"error": public_message(message)}, status_code=status, headers=headers)
 
 
 def _validation_message(err: RequestValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(part) for part in first.get("loc", ()) if part not in ("query", "body", "path"))
-    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid request"))
+    error = first.get("ctx", {}).get("error")
+    message = str(error) if first.get("type") == "value_error" and error else first.get("msg", "invalid")
+    return f"{where}: {message}" if where else str(message)
 
 
 def _install_error_handlers(api: FastAPI) -> None:
@@ -129,7 +159,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     api = FastAPI(title="askalike", summary="Questions alike in meaning, over HTTP",
                   description="Search an askalike index while people type, and add, edit or "
                               "delete its questions. Writes need `Authorization: Bearer KEY`.",
-                  lifespan=lifespan)
+                  lifespan=lifespan, default_response_class=SafeJSONResponse)
+    api.router.route_class = StrictJsonRoute
     api.state.loaded = loaded
     _install_error_handlers(api)
     bearer = HTTPBearer(auto_error=False, description="an API key of the server")
@@ -162,6 +193,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                            allow_methods=["GET", "POST", "PUT", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
     api.add_middleware(BodyLimit, limit=settings.limits.body_bytes)
+    api.add_middleware(TextGuard)
     return api
 
 

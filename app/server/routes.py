@@ -7,6 +7,7 @@ endpoints are async and answer in the event loop's own thread when the search ca
 No ``from __future__ import annotations`` here: FastAPI reads the annotations of endpoints
 defined in ``install``, whose limits are its own local types."""
 
+import json
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -15,13 +16,24 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from fastapi import Body, FastAPI, Query
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.security import public_message
+from app.server.security import SafeJSONResponse, public_message
 from app.server.settings import Limits
 from core.dates import DateOrder
+from core.numbers import ShareError, integer, share
+from indexer.sources import normalize_id
 from indexer.upsert import API_SOURCE
 from retrieval.duplicates import NEAR_DUPLICATE_COSINE
 from retrieval.fusion import SearchMode
@@ -34,32 +46,67 @@ if TYPE_CHECKING:
 
 _Answer = TypeVar("_Answer")
 
-Source = Annotated[list[str] | None, Query(description="only this source (file name or path); repeatable")]
+Source = Annotated[list[str] | None, Query(description="only this source (its name as hits show it, "
+                                                       "or its file name); repeatable")]
 Category = Annotated[list[str] | None, Query(description="only this category (any case); repeatable")]
 Since = Annotated[str | None, Query(description="only questions dated on or after this date")]
 Until = Annotated[str | None, Query(description="only questions dated on or before this date")]
-MinMatch = Annotated[float, Query(ge=0, le=1, alias="min-match",
-                                  description="leave out hits whose match is below this fraction")]
+MIN_MATCH_HELP = ("leave out hits whose match is below this: 50% or 0.5 (a number without % is a "
+                  "fraction: 1 is 100%)")
+MinMatch = Annotated[str | None, Query(alias="min-match", description=MIN_MATCH_HELP)]
 Collapse = Annotated[bool, Query(description="fold near-duplicates into the better hit they duplicate")]
 QUESTIONS_BODY = "a question object (id, subject or title, body, other keys kept as metadata) or an array"
 WriteSource = Annotated[str, Query(description="the source the questions belong to")]
+WriteDateFormat = Annotated[DateOrder | None, Query(description="how to read a date written in numbers "
+                                                                "only, such as 10/01/2024")]
+# a question's id in the path: it may hold a "/" (`/questions/a%2Fb`), as an id in a file may
+QuestionId = Annotated[str, PathParam(description="the question's id in your collection")]
+DATE_FORMAT = "date_format"  # the parameter that says how to read 10/01/2024 (messages name it)
+
+
+def _whole_number(value: Any) -> Any:
+    """A count given as a parameter, read as ``core.numbers.integer`` reads it (``k=1_0``,
+    ``k=true`` and ``k=5.0`` are refused, not read as 10, 1 and 5)."""
+    if isinstance(value, str):
+        number = integer(value)
+        if number is None:
+            raise ValueError(f"{value!r} is not a whole number written in decimal digits")
+        return number
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{json.dumps(value)} is not a whole number")
+    return value
+
+
+def _min_match(value: str | float | None, default: float = 0.0) -> float:
+    """``min-match`` as ``--min-match`` reads it (``core.numbers.share``); a JSON number as the
+    same number written out. 422 when it is not a share."""
+    if value is None:
+        return default
+    text = value if isinstance(value, str) else f"{value:f}".rstrip("0").rstrip(".")
+    try:
+        return share(text, "min-match")
+    except ShareError as err:
+        raise HTTPException(422, str(err)) from None
 
 
 def _filters(source: list[str] | None, category: list[str] | None, since: str | None, until: str | None,
              date_format: DateOrder | None) -> "SearchFilters":
     from retrieval.searcher import SearchFilters
 
-    return SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
+    if any("\x00" in text for text in [*(source or ()), *(category or ()), since or "", until or ""]):
+        raise HTTPException(400, "a filter holds a NUL character: send text")
+    return SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format, DATE_FORMAT)
 
 
 def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "SearchFilters",
               mode: SearchMode | None, min_match: float, collapse: bool) -> list[dict[str, Any]]:
-    """Each query's ``search --json`` object."""
+    """Each query's ``search --json`` object, its sources named as a client sees them."""
     from retrieval.results import Shown, search_payload
 
     shown = Shown(k, min_match, collapse)
     mode_run = mode or searcher.default_mode
-    return [search_payload(shown.of(searcher, results), mode_run, query=query)
+    return [search_payload(shown.of(searcher, results), mode_run, query=query,
+                           source_label=searcher.source_label)
             for query, results in zip(queries, searcher.search_many(queries, shown.depth, filters, mode),
                                       strict=True)]
 
@@ -75,21 +122,28 @@ async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer
     return run() if live.ready_now() else await run_in_threadpool(run)
 
 
-def _named(source: str | None) -> tuple[str, ...]:
-    """A request's ``source`` as the sources ``Searcher.question`` looks in (none: all)."""
-    return () if source is None else (source,)
+def _question(searcher: "Searcher", external_id: str, source: str | None) -> "StoredQuestion":
+    """The stored question a request names by its id (and ``source``, where several have it);
+    404 when there is none or the id is in several sources."""
+    from retrieval.searcher import SearchError
+
+    try:
+        return searcher.question(normalize_id(external_id), () if source is None else (source,),
+                                 "?source=")
+    except SearchError as err:
+        raise HTTPException(404, str(err)) from None
 
 
-def _question_json(question: "StoredQuestion") -> dict[str, Any]:
-    return {"id": question.external_id, "source": question.source, "subject": question.subject,
-            "body": question.body, "metadata": question.metadata}
+def _question_json(question: "StoredQuestion", searcher: "Searcher") -> dict[str, Any]:
+    return {"id": question.external_id, "source": searcher.source_label(question.source),
+            "subject": question.subject, "body": question.body, "metadata": question.metadata}
 
 
 def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> None:
     """Add the endpoints to ``api``; ``reader`` and ``writer`` are the key checks of reads and
     writes (FastAPI dependencies)."""
     Text = Annotated[str, Query(min_length=1, max_length=limits.query_chars)]
-    K = Annotated[int, Query(ge=1, le=limits.k, description="results")]
+    K = Annotated[int, BeforeValidator(_whole_number), Query(ge=1, le=limits.k, description="results")]
 
     class BatchSearch(BaseModel):
         # min_match or min-match; a misspelt key is refused, never ignored
@@ -97,15 +151,16 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
 
         queries: list[Annotated[str, Field(min_length=1, max_length=limits.query_chars)]] = Field(
             min_length=1, max_length=limits.batch)
-        k: int = Field(10, ge=1, le=limits.k)
+        k: Annotated[int, BeforeValidator(_whole_number)] = Field(10, ge=1, le=limits.k)
         mode: SearchMode | None = None
         source: list[str] = []
         category: list[str] = []
         since: str | None = None
         until: str | None = None
         date_format: DateOrder | None = None
-        min_match: float = Field(0.0, ge=0, le=1, alias="min-match")
-        collapse: bool = False
+        min_match: StrictStr | StrictFloat | StrictInt | None = Field(None, alias="min-match",
+                                                                     description=MIN_MATCH_HELP)
+        collapse: StrictBool = False
 
     @api.get("/health", tags=["state"])
     def health() -> dict[str, str]:
@@ -114,116 +169,114 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
 
     @api.get("/ready", tags=["state"])
     def ready() -> JSONResponse:
-        """200 once the model and the index are loaded (searches can be answered), else 503."""
+        """200 once the model and the index are loaded (searches can be answered), else 503; the
+        count of questions too, unless reads need a key (this answers without one)."""
         if loaded.live is None:
-            return JSONResponse({"ready": False, "error": loaded.failure or "the index is still loading"},
-                                status_code=503)
+            return SafeJSONResponse({"ready": False, "error": loaded.failure or "the index is still loading"},
+                                    status_code=503)
+        if loaded.settings.read_needs_key:
+            return SafeJSONResponse({"ready": True})
         with loaded.live.searching() as searcher:
-            return JSONResponse({"ready": True, "questions": searcher.count})
+            return SafeJSONResponse({"ready": True, "questions": searcher.count})
 
     @api.get("/info", tags=["state"], dependencies=[reader])
     def info() -> dict[str, Any]:
-        """What `askalike index-info --json` says (paths cut to their last part)."""
+        """What `askalike index-info --json` says (paths cut to their last part, sources named as
+        hits name them)."""
         from indexer.directory import index_info
+        from indexer.source_identity import source_labels
 
         live = loaded.require()
-        return _public(index_info(live.index_dir, loaded.settings.database))
+        info = index_info(live.index_dir, loaded.settings.database)
+        labels = source_labels(info["sources"])
+        return _public({**info, "sources": {labels[name]: count for name, count in info["sources"].items()}})
 
     @api.get("/search", tags=["search"], dependencies=[reader])
     async def search(q: Text, k: K = 10, mode: SearchMode | None = None, source: Source = None,
                category: Category = None, since: Since = None, until: Until = None,
-               date_format: DateOrder | None = None, min_match: MinMatch = 0.0,
+               date_format: DateOrder | None = None, min_match: MinMatch = None,
                collapse: Collapse = False) -> dict[str, Any]:
-        """The questions most alike ``q``: the object `askalike search --json` prints."""
-        filters = _filters(source, category, since, until, date_format)
+        """The questions most alike ``q``: the object `askalike search --json` prints (each
+        hit's source by its name, not its path on the server)."""
+        filters, lowest = _filters(source, category, since, until, date_format), _min_match(min_match)
         return await _answered(loaded.require(), lambda searcher: _searched(
-            searcher, [q], k, filters, mode, min_match, collapse)[0])
+            searcher, [q], k, filters, mode, lowest, collapse)[0])
 
     @api.post("/search", tags=["search"], dependencies=[reader])
     async def search_many(request: BatchSearch) -> dict[str, Any]:
         """Several queries at once: ``{"searches": [...]}``, one `search --json` object each."""
         filters = _filters(request.source, request.category, request.since, request.until,
                            request.date_format)
+        lowest = _min_match(request.min_match)
         return await _answered(loaded.require(), lambda searcher: {"searches": _searched(
-            searcher, request.queries, request.k, filters, request.mode, request.min_match,
-            request.collapse)})
+            searcher, request.queries, request.k, filters, request.mode, lowest, request.collapse)})
 
     @api.get("/duplicates", tags=["search"], dependencies=[reader])
     def duplicates(id: Annotated[str | None, Query(description="a stored question's id")] = None,
                    text: Annotated[str | None, Query(max_length=limits.query_chars)] = None,
                    source: Annotated[str | None, Query(description="the source of `id`")] = None,
-                   k: K = 10, min_match: Annotated[float, Query(ge=0, le=1, alias="min-match")]
-                   = NEAR_DUPLICATE_COSINE) -> dict[str, Any]:
+                   k: K = 10, min_match: MinMatch = None) -> dict[str, Any]:
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose
         cosine to it reaches ``min-match`` (default: what `search` marks as a near-duplicate)."""
         from retrieval.results import Shown, search_payload
-        from retrieval.searcher import SearchError
 
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")
-        shown = Shown(k, min_match)
+        shown = Shown(k, _min_match(min_match, NEAR_DUPLICATE_COSINE))
         with loaded.require().searching() as searcher:
             if text is not None:
                 hits = searcher.search_many([text], k, None, SearchMode.dense)[0]
-                return search_payload(shown.of(searcher, hits), SearchMode.dense, query=text)
-            try:
-                question = searcher.question(id, _named(source))
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+                return search_payload(shown.of(searcher, hits), SearchMode.dense, query=text,
+                                      source_label=searcher.source_label)
+            question = _question(searcher, id, source)
             hits = searcher.more_like(question.id, k)
-            return search_payload(shown.of(searcher, hits), SearchMode.dense, like=question)
+            return search_payload(shown.of(searcher, hits), SearchMode.dense, like=question,
+                                  source_label=searcher.source_label)
 
-    @api.get("/questions/{id}", tags=["questions"], dependencies=[reader])
-    def get_question(id: Annotated[str, PathParam()],
-                     source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+    @api.get("/questions/{id:path}", tags=["questions"], dependencies=[reader])
+    def get_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
         """One stored question by its id in your collection."""
-        from retrieval.searcher import SearchError
 
         with loaded.require().searching() as searcher:
-            try:
-                return _question_json(searcher.question(id, _named(source)))
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+            return _question_json(_question(searcher, id, source), searcher)
 
     @api.post("/questions", tags=["questions"], dependencies=[writer])
     def post_questions(questions: Annotated[Any, Body(description="a question object (id, subject "
                                                                    "or title, body, metadata) or an "
                                                                    "array of them")],
-                       source: WriteSource = API_SOURCE) -> dict[str, Any]:
-        """Add questions, or replace those with the same id in ``source``: all or none of them."""
+                       source: WriteSource = API_SOURCE,
+                       date_format: WriteDateFormat = None) -> dict[str, Any]:
+        """Add questions, or replace those with the same id in ``source``: all or none of them,
+        each validated as `askalike index` validates a row of a JSON Lines file."""
         records = questions if isinstance(questions, list) else [questions]
-        return _write(loaded, limits, records, source)
+        return _write(loaded, limits, records, source, date_format)
 
-    @api.put("/questions/{id}", tags=["questions"], dependencies=[writer])
-    def put_question(id: Annotated[str, PathParam()],
-                     question: Annotated[dict[str, Any], Body()], source: WriteSource = API_SOURCE
+    @api.put("/questions/{id:path}", tags=["questions"], dependencies=[writer])
+    def put_question(id: QuestionId, question: Annotated[dict[str, Any], Body()],
+                     source: WriteSource = API_SOURCE, date_format: WriteDateFormat = None
                      ) -> dict[str, Any]:
         """Add or replace the question ``id`` of ``source``."""
-        if "id" in question and str(question["id"]).strip() != id.strip():
+        if "id" in question and normalize_id(question["id"]) != normalize_id(id):
             raise HTTPException(422, f"the body's id {question['id']!r} is not the path's {id!r}")
-        return _write(loaded, limits, [{**question, "id": id}], source)
+        return _write(loaded, limits, [{**question, "id": id}], source, date_format)
 
-    @api.delete("/questions/{id}", tags=["questions"], dependencies=[writer])
-    def delete_question(id: Annotated[str, PathParam()],
-                        source: Annotated[str | None, Query()] = None) -> dict[str, int]:
+    @api.delete("/questions/{id:path}", tags=["questions"], dependencies=[writer])
+    def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
         from indexer.upsert import delete_question
-        from retrieval.searcher import SearchError
 
         live = loaded.require()
         with live.searching() as searcher:
-            try:
-                searcher.question(id, _named(source))
-            except SearchError as err:
-                raise HTTPException(404, str(err)) from None
+            external_id = _question(searcher, id, source).external_id
         with loaded.write_lock:
-            deleted = delete_question(live.index_dir, id, source, loaded.settings.database,
+            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
                                       limits.lock_wait_s)
             live.refresh(wait=True)
         return {"deleted": deleted}
 
 
-def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str) -> dict[str, Any]:
+def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str,
+           date_format: DateOrder | None) -> dict[str, Any]:
     """Validate, embed and commit ``records`` (all or none), then serve the new state."""
     from indexer.upsert import upsert_questions, validated_questions
 
@@ -231,7 +284,7 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
         raise HTTPException(422, "no questions given")
     if len(records) > limits.batch:
         raise HTTPException(413, f"{len(records)} questions: at most {limits.batch} a request")
-    questions, warnings = validated_questions(records)
+    questions, warnings = validated_questions(records, date_format, DATE_FORMAT)
     live = loaded.require()
     with live.searching() as searcher:
         encoder, identity = searcher.encoder, searcher.index.manifest.encoder

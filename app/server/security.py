@@ -1,5 +1,6 @@
-"""The server's guards: API keys compared in constant time, the request body's size, and error
-messages that give away no file path and no credential."""
+"""The server's guards: API keys compared in constant time, the request body's size, the text of
+paths and parameters, answers whose text no terminal acts on, and error messages that give away
+no file path and no credential."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 
+from app.safe_text import json_line
 from core.credentials import masked_text
 
 Scope = MutableMapping[str, Any]
@@ -42,6 +46,15 @@ class KeyChecker:
         for known in self._digests:
             matched |= hmac.compare_digest(digest, known)
         return matched and bool(given.strip())
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON as ``search --json`` prints it (``json_line``): stored text exact, but DEL, C1 and
+    bidirectional controls escaped (``\\u009b``) as JSON escapes C0 ones, so that a client that
+    prints an answer prints nothing a terminal acts on."""
+
+    def render(self, content: Any) -> bytes:
+        return json_line(content).encode("utf-8")
 
 
 def public_message(message: str) -> str:
@@ -83,8 +96,48 @@ class BodyLimit:
         return f"the request body is over the limit of {self.limit:,} bytes"
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": self._too_large()}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_error(send, 413, self._too_large())
+
+
+class TextGuard:
+    """ASGI middleware: a request whose path or query string, once percent-decoded, is not
+    UTF-8 or holds a NUL is answered 400 naming the parameter. (Starlette would put U+FFFD in
+    place of the bytes, and a NUL reaches the database; the CLI refuses both.)"""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (problem := _text_problem(scope)):
+            await _send_error(send, 400, problem)
+            return
+        await self.app(scope, receive, send)
+
+
+def _text_problem(scope: Scope) -> str | None:
+    """What is wrong with the text of a request's path and query parameters (None: nothing)."""
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    fields = [("the path", raw_path)]
+    for part in scope.get("query_string", b"").split(b"&"):
+        name, _, value = part.partition(b"=")
+        fields.append((f"parameter {unquote_to_bytes(name.replace(b'+', b' ')).decode('utf-8', 'replace')}",
+                       value.replace(b"+", b" ")))
+        fields.append(("a parameter name", name.replace(b"+", b" ")))
+    for what, quoted in fields:
+        text = unquote_to_bytes(quoted)
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return f"{what} is not valid UTF-8 (byte {err.start} of it): send text in UTF-8"
+        if b"\x00" in text:
+            return f"{what} holds a NUL character: send text"
+    return None
+
+
+async def _send_error(send: Send, status: int, message: str) -> None:
+    """An error answered before the application runs, as the application answers them."""
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from core.errors import UserError
 SETTINGS_ENV_VAR = "ASKALIKE_SERVE_SETTINGS"
 KEYS_ENV_VAR = "ASKALIKE_API_KEYS"  # keys separated by commas or whitespace
 MIN_KEY_CHARS = 16
+_KEY = re.compile(r"[!-~]+")  # visible ASCII: what an Authorization header carries
 
 
 class ServerConfigError(UserError):
@@ -56,20 +58,39 @@ class ServerSettings:
 
 
 def api_keys(settings: ServerSettings) -> list[str]:
-    """The keys that may write (and read, with ``read_needs_key``): each line of the key file
-    (blank lines and ``#`` comments left out) and each of $ASKALIKE_API_KEYS. A key shorter than
-    MIN_KEY_CHARS is refused: it could be guessed."""
+    """The keys that may write (and read, with ``read_needs_key``): those of the key file
+    (``read_key_file``) and each of $ASKALIKE_API_KEYS. A key shorter than MIN_KEY_CHARS is
+    refused: it could be guessed."""
     keys = os.environ.get(KEYS_ENV_VAR, "").replace(",", " ").split()
     if settings.keys_file:
-        try:
-            text = Path(settings.keys_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise ServerConfigError(f"{settings.keys_file}: cannot read the API key file "
-                                    f"({getattr(err, 'strerror', None) or err})") from None
-        keys += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        keys += read_key_file(Path(settings.keys_file))
     short = sum(len(key) < MIN_KEY_CHARS for key in keys)
     if short:
         raise ServerConfigError(f"{short} API key(s) shorter than {MIN_KEY_CHARS} characters: use "
                                 "long random keys (e.g. `python -c 'import secrets; "
                                 "print(secrets.token_urlsafe(32))'`)")
+    return keys
+
+
+def read_key_file(path: Path) -> list[str]:
+    """The keys of a key file, one a line, read strictly: a blank line is skipped and a line
+    that starts with ``#`` is a comment; any other line is a key, and must be one: visible
+    ASCII characters, no blank in it or around it. A line that is neither (an indented comment,
+    a key with a space) is refused naming its line, never its text, rather than taken for a key
+    nobody meant."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ServerConfigError(f"{path}: cannot read the API key file "
+                                f"({getattr(err, 'strerror', None) or err})") from None
+    keys = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not _KEY.fullmatch(line):
+            what = ("looks like a comment but does not start with #" if line.lstrip().startswith("#")
+                    else "holds a blank or a character that is not visible ASCII")
+            raise ServerConfigError(f"{path}:{number}: {what}: a line is a key (visible ASCII, no "
+                                    "blanks), a comment starting with # or blank")
+        keys.append(line)
     return keys
