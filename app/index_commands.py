@@ -29,13 +29,14 @@ from app.common import (
 from app.devices import DeviceOption, embedding_encoder
 from app.safe_text import printable
 from core.devices import Device, DeviceError
-from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, INDEX_TYPES, Engine, OnError
+from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, Engine, OnError
+from indexer.index_types import INDEX_TYPES
 from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 
 IndexType = typer.Option(
-    "--index-type", help=f"FAISS index: {AUTO_INDEX_TYPE} (by the number of questions: flat, exact, "
-                         f"up to {AUTO_FLAT_MAX:,}; hnsw up to {AUTO_HNSW_MAX:,}; ivfpq with fp16 "
-                         f"refinement above), {', '.join(INDEX_TYPES)}.",
+    "--index-type", help=f"FAISS index: {AUTO_INDEX_TYPE} (by the number of questions: flat up to "
+                         f"{AUTO_FLAT_MAX:,}, hnsw up to {AUTO_HNSW_MAX:,}, ivfpq above), "
+                         + "; ".join(f"{kind.name} ({kind.summary})" for kind in INDEX_TYPES.values()) + ".",
     show_default=f"the index's own; {AUTO_INDEX_TYPE} for a new index")
 
 

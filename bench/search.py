@@ -5,7 +5,7 @@ for each index type at 100k and 1M vectors, with bytes per vector on disk and in
 
 Vectors are the model's embeddings of bench.common.varied_questions; the 1,000 queries are real
 questions with a word dropped (near but not equal to a stored one). Parameters are the ones the
-indexer chooses for that size (indexer.tuning.choose_parameters).
+indexer chooses for that size (indexer.index_types).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import numpy as np
 
 from bench.common import markdown_table, real_questions, recall_at_k, varied_questions, write_section
 from core.loader import load_encoder
-from indexer.choices import INDEX_TYPES
-from indexer.tuning import choose_parameters
+from indexer.index_types import INDEX_TYPES
 from indexer.vector_index import (
     build_index,
     configure_search,
@@ -91,7 +90,7 @@ def main() -> None:
         exact = flat.search(queries, K)[1]
         del flat
         for index_type in args.types:
-            parameters = choose_parameters(index_type, size, data.shape[1])
+            parameters = INDEX_TYPES[index_type].parameters(size, data.shape[1])
             started = time.perf_counter()
             sample_size = training_size(parameters)
             training = training_sample([(ids, data)], size, sample_size) if sample_size else None

@@ -18,10 +18,10 @@ from core.files import atomic_write, file_sha256
 from core.lexical import LexicalIndex
 from core.model_dir import EncoderIdentity
 from indexer.database import masked_url
+from indexer.index_types import named_index_type
 from indexer.layout import IndexDirectoryError, database_for_manifest, faiss_file_name, lexical_file_name
 from indexer.manifest import Manifest, load_faiss, load_lexical, verified_faiss_file, write_manifest
 from indexer.store import Store
-from indexer.tuning import choose_parameters
 from indexer.vector_index import (
     Chunks,
     build_index,
@@ -73,13 +73,13 @@ def _parameters_current(manifest: Manifest, dim: int) -> bool:
     """Does the manifest hold every parameter this askalike chooses for its index type? (One
     written by an older askalike may not: an ivfpq index without its refinement step.)"""
     chosen_for = manifest.parameters.get("chosen_for", manifest.count)
-    return set(choose_parameters(manifest.index_type, chosen_for, dim)) <= set(manifest.parameters)
+    return set(named_index_type(manifest.index_type).parameters(chosen_for, dim)) <= set(manifest.parameters)
 
 
 def _built_from_store(store: Store, index_type: str, dim: int, count: int,
                       progress: Progress | None) -> tuple[faiss.Index, dict]:
     """A new index of every stored vector, with parameters chosen for ``count``."""
-    parameters = {**choose_parameters(index_type, count, dim), "chosen_for": count}
+    parameters = {**named_index_type(index_type).parameters(count, dim), "chosen_for": count}
     size = training_size(parameters)
     training = training_sample(store.vectors(dim), count, size) if size and count else None
     task = _task(progress, f"building the {index_type} index", count)

@@ -2,7 +2,7 @@
 
 An index is built from a stream of (ids, vectors) chunks, so that building never needs every
 vector twice in memory; IVF indexes train first on a reproducible sample. Parameters come from
-``indexer.tuning`` and are recorded in the manifest, so that a search uses what the build chose.
+``indexer.index_types`` and are recorded in the manifest, so that a search uses what the build chose.
 Files are written under a temporary name, synced and renamed.
 """
 
@@ -18,30 +18,14 @@ import numpy as np
 
 from core.files import OutputError, atomic_write, file_sha256
 from core.sorted_ids import find_sorted
-from indexer.tuning import IndexBuildError
+from indexer.index_types import IndexBuildError, named_index_type
 
 TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
-# product-quantiser codebooks train on at most 64 points a centroid (16,384 for 8 bits; FAISS
-# would take 65,536): their k-means runs in the sub-vectors' few dimensions, where FAISS has no
-# fast kernel, and the refinement re-scores candidates on the vectors anyway
-PQ_TRAINING_PER_CENTROID = 64
 GPU_MAX_K = 2048  # the most hits a query that FAISS's GPU search returns
 # fp16 keeps 11 significant bits, so each coordinate is within 2^-11 of its own size and the
 # cosine of two unit vectors within 2^-11 (4.9e-4) of the exact one; twice that, to be safe
 FP16_COSINE_ERROR = 1e-3
 Chunks = Iterable[tuple[np.ndarray, np.ndarray]]  # (int64 ids, float32 vectors) a chunk at a time
-
-
-def _factory_key(index_type: str, parameters: dict[str, Any]) -> str:
-    if index_type == "flat":
-        return "IDMap2,Flat"
-    if index_type == "hnsw":
-        return f"IDMap2,HNSW{parameters['links']}"
-    if index_type == "ivf":
-        return f"IDMap2,IVF{parameters['lists']},Flat"
-    # np: no polysemous training (a slow reordering of the codes for Hamming filtering, unused)
-    return (f"IDMap2,IVF{parameters['lists']},PQ{parameters['subquantizers']}x{parameters['bits']}np,"
-            f"Refine({parameters['refine']})")
 
 
 def training_size(parameters: dict[str, Any]) -> int:
@@ -70,12 +54,9 @@ def build_index(index_type: str, parameters: dict[str, Any], dim: int, chunks: C
     """A new CPU index of the vectors ``chunks`` yields, trained first on ``training`` when its
     type needs it. IVF clustering runs on the GPU when FAISS sees one; the index that comes back
     always lives on the CPU, ready to write."""
-    index = faiss.index_factory(dim, _factory_key(index_type, parameters), faiss.METRIC_INNER_PRODUCT)
-    if index_type == "hnsw":
-        faiss.downcast_index(index.index).hnsw.efConstruction = parameters["ef_construction"]
-    if index_type == "ivfpq":
-        faiss.downcast_index(faiss.extract_index_ivf(index)).pq.cp.max_points_per_centroid = (
-            PQ_TRAINING_PER_CENTROID)
+    kind = named_index_type(index_type)
+    index = faiss.index_factory(dim, kind.factory_key(parameters), faiss.METRIC_INNER_PRODUCT)
+    kind.prepare(index, parameters)
     if not index.is_trained and training is not None and len(training):
         if faiss.get_num_gpus():
             faiss.extract_index_ivf(index).clustering_index = faiss.index_cpu_to_all_gpus(
@@ -122,7 +103,7 @@ def configure_search(index: faiss.Index, parameters: dict[str, Any]) -> None:
 def search_parameters(index: faiss.Index, allowed: np.ndarray | None,
                       settings: dict[str, int]) -> faiss.SearchParameters:
     """Search parameters for one search of ``index``: ``settings`` (ef_search, probes,
-    k_factor; ``indexer.tuning.query_settings``) in place of the index's own, and restricted to
+    k_factor; ``IndexType.query_settings``) in place of the index's own, and restricted to
     the ids in ``allowed`` (None: every id). IVF and HNSW want their own parameter types, and a
     refined index passes the selector to its first stage, in that stage's positions (the IDMap2
     above it translates only the outer selector)."""

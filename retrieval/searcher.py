@@ -5,7 +5,7 @@ the two fused (hybrid: the best candidates of each, rescored exactly on both sid
 handed to FAISS as an id selector (and to BM25 as allowed ids). A dense search scans the vectors
 of the questions that pass exactly where they are few, or where an approximate search would
 read about as many; otherwise it goes to the approximate index with its settings raised for k
-and the filter (``indexer.tuning.query_settings``), and one that comes back short is answered by
+and the filter (``IndexType.query_settings``), and one that comes back short is answered by
 the scan. So the k results are the best k among the questions that pass, and k of them whenever
 k pass, on every index type."""
 
@@ -35,10 +35,10 @@ from core.model_dir import (
 from core.similarity import require_text
 from core.sorted_ids import find_sorted
 from indexer.directory import OpenIndex, open_index, recorded_model
+from indexer.index_types import named_index_type
 from indexer.manifest import load_lexical
 from indexer.source_identity import source_labels
 from indexer.store import StoredQuestion, source_named
-from indexer.tuning import SEARCH_PARAMETERS, query_settings
 from indexer.vector_index import (
     GPU_MAX_K,
     HeldVectors,
@@ -125,7 +125,7 @@ class SearchTuning:
         """``recorded`` with these settings in place; a SearchError for a setting this index has
         no use for, or one out of range."""
         parameters = dict(recorded)
-        usable = [key for key in SEARCH_PARAMETERS[index_type] if key in recorded]
+        usable = [key for key in named_index_type(index_type).search_settings if key in recorded]
         for name, (option, key) in _SETTINGS.items():
             value = getattr(self, name)
             if value is None:
@@ -352,8 +352,8 @@ class Searcher:
 
     def _settings(self, wanted: int, allowed: np.ndarray | None) -> dict[str, int] | None:
         """The approximate search settings for ``wanted`` hits among ``allowed``; None: scan."""
-        return query_settings(self.index.manifest.index_type, self.parameters, self.count,
-                              self.count if allowed is None else len(allowed), wanted)
+        return named_index_type(self.index.manifest.index_type).query_settings(
+            self.parameters, self.count, self.count if allowed is None else len(allowed), wanted)
 
     def _faiss_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None, exclude: int | None,
                     approximate: bool, recall_for: int | None = None) -> list[list[Hit]]:

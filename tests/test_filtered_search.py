@@ -15,13 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexer.build
-import retrieval.searcher
-from indexer import tuning
+from indexer import index_types
 from indexer.build import IndexOptions, index_sources
 from retrieval.fusion import SearchMode
 from retrieval.searcher import CANDIDATE_POOL, Searcher, SearchFilters, SearchResult
 
-COUNT = 700  # enough for ivfpq to train its codebooks (tuning.PQ_MIN_TRAINING)
+COUNT = 700  # enough for ivfpq to train its codebooks (IvfPq.MIN_TRAINING)
 TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 TIE = 1e-5  # cosines this close are a tie: FAISS and numpy sum in different orders
 
@@ -117,8 +116,8 @@ def test_a_raised_approximate_search_returns_k_hits_that_pass(searchers, monkeyp
     """Every search that can go to FAISS's approximate search does (the default scans a
     collection this small): its hits are as many as exact search's, pass the filter, and carry
     their exact cosines, best first."""
-    monkeypatch.setattr(tuning, "SCAN_MAX", 0)
-    monkeypatch.setattr(tuning, "HNSW_SCORED_PER_EF", 0)
+    monkeypatch.setattr(index_types, "SCAN_MAX", 0)
+    monkeypatch.setattr(index_types.Hnsw, "SCORED_PER_EF", 0)
     filtering, passing = case
     every = searchers["flat"].search("visa fees", COUNT, mode=SearchMode.dense)
     cosines = {r.external_id: r.cosine for r in every}
@@ -148,7 +147,7 @@ def test_more_like_this_answers_as_exact_search(searchers, case, k, index_type):
 @pytest.mark.parametrize("index_type", TYPES[1:])
 def test_a_search_that_runs_dry_is_answered_by_the_exact_scan(searchers, monkeypatch, index_type):
     starved = {"ef_search": 1, "probes": 1, "k_factor": 1}
-    monkeypatch.setattr(retrieval.searcher, "query_settings", lambda index_type, *_: starved)
+    monkeypatch.setattr(index_types.IndexType, "query_settings", lambda self, *_: starved)
     filtering = SearchFilters(categories=tuple(f"c{i}" for i in range(0, COUNT, 4)))  # 175 pass
     for k in (150, 175, 500):
         found = searchers[index_type].search("visa fees", k, filtering, SearchMode.dense)

@@ -26,10 +26,10 @@ from indexer.build import IndexOptions, index_sources
 from indexer.choices import OnError
 from indexer.database import StoreError
 from indexer.directory import check_index, index_info, open_index, repair_index
+from indexer.index_types import IndexBuildError
 from indexer.layout import IndexDirectoryError, index_lock
 from indexer.manifest import read_manifest
 from indexer.store import Store
-from indexer.tuning import IndexBuildError
 from indexer.vector_index import index_ids
 
 

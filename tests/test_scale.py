@@ -22,10 +22,11 @@ from indexer import tuning
 from indexer.build import IndexOptions, index_sources, plan_sources
 from indexer.choices import OnError
 from indexer.directory import check_index
+from indexer.index_types import INDEX_TYPES, Hnsw, IndexBuildError
 from indexer.layout import MANIFEST_FILE
 from indexer.manifest import read_manifest
 from indexer.sources import SourceFile
-from indexer.tuning import IndexBuildError, auto_index_type, choose_parameters, resolve_index_type
+from indexer.tuning import auto_index_type, resolve_index_type
 from indexer.vector_index import build_index, search_parameters, training_sample, training_size
 from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
@@ -173,7 +174,7 @@ def test_approximate_indexes_answer_like_exact_search(index_type):
     def chunks():
         return ((ids[i : i + 1000], vectors[i : i + 1000]) for i in range(0, count, 1000))
 
-    parameters = choose_parameters(index_type, count, dim)
+    parameters = INDEX_TYPES[index_type].parameters(count, dim)
     size = training_size(parameters)
     index = build_index(index_type, parameters, dim, chunks(),
                         training_sample(chunks(), count, size) if size else None)
@@ -226,7 +227,7 @@ def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_ty
 
 def test_search_settings_are_recorded_and_can_be_overridden(indexes):
     manifest = read_manifest(indexes["hnsw"])
-    assert manifest.parameters["ef_search"] == tuning.hnsw_ef_search(700)
+    assert manifest.parameters["ef_search"] == Hnsw.ef_search(700)
     with Searcher(indexes["hnsw"], tuning=SearchTuning(ef_search=7)) as searcher:
         assert faiss.downcast_index(searcher.index.faiss.index).hnsw.efSearch == 7
     with Searcher(indexes["ivfpq"], tuning=SearchTuning(nprobe=2, k_factor=3)) as searcher:
@@ -313,3 +314,32 @@ def test_the_lexical_index_is_built_in_parts(monkeypatch):
         np.testing.assert_array_equal(parts.scores(query), whole.scores(query))
     with pytest.raises(ValueError, match="added twice"):
         whole.updated([(1, "a"), (1, "b")], ())
+
+
+def test_a_new_index_type_is_one_class(tmp_path, tiny_model, monkeypatch):
+    """Adding an index type built from FAISS's parts (here IVF over 8-bit scalar-quantised
+    vectors) is a subclass in indexer/index_types.py, listed in its registry: the run builds it
+    and searches read its lists with their own nprobe."""
+    from indexer.index_types import Ivf
+
+    class IvfSq8(Ivf):
+        name = "ivfsq8"
+        summary = "ivf over 8-bit scalar-quantised vectors"
+
+        def factory_key(self, parameters):
+            return f"IDMap2,IVF{parameters['lists']},SQ8"
+
+    monkeypatch.setitem(INDEX_TYPES, "ivfsq8", IvfSq8())
+    source = write_jsonl(tmp_path / "q.jsonl", collection(400))
+    report = index_sources(tmp_path / "index", [source], str(tiny_model),
+                           options=IndexOptions(index_type="ivfsq8", show_progress=False))
+    assert (report.index_type, report.total) == ("ivfsq8", 400)
+    with Searcher(tmp_path / "index", tuning=SearchTuning(nprobe=report.parameters["lists"])) as searcher:
+        assert len(searcher.search("visa fees", 5, mode=SearchMode.dense)) == 5
+    stored = faiss.read_index(str(tmp_path / "index" / read_manifest(tmp_path / "index").faiss_file))
+    assert faiss.extract_index_ivf(stored).nprobe == report.parameters["probes"]
+
+
+def test_the_index_type_help_comes_from_the_registry():
+    shown = " ".join(runner.invoke(app, ["index", "--help"], terminal_width=400).output.split())
+    assert all(f"{kind.name} ({kind.summary})" in shown for kind in INDEX_TYPES.values()), shown
