@@ -10,7 +10,7 @@ numpy): the CLI and the dry run use it.
 from __future__ import annotations
 
 from indexer.choices import AUTO_INDEX_TYPE
-from indexer.index_types import INDEX_TYPES, IndexBuildError
+from indexer.index_types import INDEX_TYPES, Flat, Hnsw, IndexBuildError, IvfPq
 
 AUTO_FLAT_MAX = 100_000
 AUTO_HNSW_MAX = 2_000_000
@@ -26,11 +26,11 @@ def require_index_type(name: str | None) -> None:
 def auto_index_type(count: int) -> tuple[str, str]:
     """The index type for ``count`` vectors, and why (for the user)."""
     if count <= AUTO_FLAT_MAX:
-        return "flat", f"auto: exact search for {count:,} questions (flat up to {AUTO_FLAT_MAX:,})"
+        return Flat.name, f"auto: exact search for {count:,} questions (flat up to {AUTO_FLAT_MAX:,})"
     if count <= AUTO_HNSW_MAX:
-        return "hnsw", (f"auto: {count:,} questions, over flat's {AUTO_FLAT_MAX:,} and up to "
+        return Hnsw.name, (f"auto: {count:,} questions, over flat's {AUTO_FLAT_MAX:,} and up to "
                         f"hnsw's {AUTO_HNSW_MAX:,}")
-    return "ivfpq", f"auto: {count:,} questions, over hnsw's {AUTO_HNSW_MAX:,}"
+    return IvfPq.name, f"auto: {count:,} questions, over hnsw's {AUTO_HNSW_MAX:,}"
 
 
 def resolve_index_type(requested: str | None, current: str | None, count: int) -> tuple[str, str]:
