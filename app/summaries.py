@@ -85,6 +85,8 @@ def index_summary(report: IndexReport) -> list[str]:
     read = f"read {plural(report.read, 'question')}"
     if len(report.sources) == 1:
         read += f" from {Path(next(iter(report.sources))).name}"
+        if report.replaced:
+            read += f" (in place of {Path(report.replaced).name})"
     elif report.sources:
         read += f" from {counted(report.sources)}"
     lines = [head, f"{read}: {_changes(report)}"]
