@@ -265,6 +265,9 @@ def search(
                 hits = shown.of(searcher, found)
                 answers.append(Answered(text, why, f"“{text}”", search_payload(hits, ran, query=text),
                                         len(found), hits, searcher.source_labels))
+    for answered in answers:
+        if filters and not answered.found:
+            answered.payload["why"] = why
     _print_answers(answers, ResultsFormat.json if as_json else output, columns, bool(filters),
                    shown.min_match)
 
