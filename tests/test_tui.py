@@ -503,3 +503,6 @@ async def test_a_metadata_filter_is_typed_as_key_value(index_dir):
         await settle(pilot)
         assert app.results and all(r.metadata["category"] == "car" for r in app.results)
         assert filters_shown(app) == "filters: category=CAR (c clears)"
+        screenshots = os.environ.get("ASKALIKE_SCREENSHOTS")  # docs/tui.svg is made this way
+        if screenshots:
+            app.save_screenshot(filename="tui.svg", path=screenshots)
