@@ -491,10 +491,11 @@ class Store(Database):
         them, spelt as the first question with it spells it), the ``limit`` commonest."""
         value = _metadata_text(key)
         with self.reading() as connection:
-            rows = connection.execute(select(func.min(value), func.count()).where(value.is_not(None))
-                                      .group_by(func.lower(func.trim(value)))
+            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count())
+                                      .where(value.is_not(None)).group_by(func.lower(func.trim(value)))
                                       .order_by(func.count().desc()).limit(limit)).all()
-        return {str(spelling).strip(): count for spelling, count in rows}
+        first = self.fetch([row[0] for row in rows])
+        return {str(first[i].metadata.get(key)).strip(): count for i, count in rows if i in first}
 
     def metadata_keys(self) -> set[str]:
         """Every metadata field some stored question has (what --fields and --where may name)."""
