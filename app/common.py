@@ -291,14 +291,23 @@ def result_subject(result: SearchResult) -> str:
     return f"{subject}  (+{len(result.alike)} alike)" if result.alike else subject
 
 
+def metadata_text(value: Any) -> str:
+    """A metadata value as one cell: text as it is, anything else (a list, a number) as JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def result_value(result: SearchResult, field: str) -> str | float:
-    """One field of a hit as plain text (CSV, TSV): the match as a fraction, the source's whole path."""
+    """One field of a hit as plain text (CSV, TSV): the match as a fraction, the source's whole
+    path; a field that is not one of RESULT_FIELDS is the metadata column of that name."""
     if field == "match":
         return round(result.match, 4)
-    if field in ("category", "date"):
-        return printable(result.metadata.get(field) or "", keep="")
-    return printable({"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
-                      "source": result.source}[field], keep="")
+    standard = {"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
+                "source": result.source}
+    if field in standard:
+        return printable(standard[field], keep="")
+    return printable(metadata_text(result.metadata.get(field)), keep="")
 
 
 def result_row(result: SearchResult, source_labels: Mapping[str, str],
@@ -313,9 +322,11 @@ def result_row(result: SearchResult, source_labels: Mapping[str, str],
 
 
 def question_markup(subject: str, body: str, metadata: dict[str, Any], facts: list[str]) -> str:
-    """A whole question as Rich markup (``show``, the TUI): the subject, ``facts`` with its
-    category and date in one dim line, the body, and the comments where the source has them."""
-    facts = [*facts, *(f"{name} {metadata[name]}" for name in ("category", "date") if metadata.get(name))]
+    """A whole question as Rich markup (``show``, the TUI): the subject, ``facts`` with every
+    metadata field (``name value``) in one dim line, the body, and the comments where the source
+    has them."""
+    facts = [*facts, *(f"{name} {metadata_text(value)}" for name, value in metadata.items()
+                       if name != "comments" and value not in (None, ""))]
     parts = [f"[b]{markup_safe(subject)}[/b]", f"[dim]{markup_safe(' · '.join(facts))}[/dim]", "",
              markup_safe(body)]
     comments = metadata.get("comments") or []

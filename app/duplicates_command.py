@@ -17,6 +17,7 @@ from app.common import (
     DateFormatOption,
     IndexOption,
     app,
+    metadata_text,
     plain,
     progress_bars,
     stderr,
@@ -56,12 +57,15 @@ def _csv_text(groups: list[DuplicateGroup]) -> str:
     spreadsheet would run as a formula prefixed with ``'``."""
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
-    writer.row(CSV_COLUMNS)
+    extra = sorted({key for group in groups for member in group.members
+                    for key in member.as_json()["metadata"]} - set(CSV_COLUMNS))
+    writer.row([*CSV_COLUMNS, *extra])  # then every metadata column the questions have
     for number, group in enumerate(groups, start=1):
         for position, member in enumerate(group.members, start=1):
             row = member.as_json()
             writer.row([number, len(group.members), position,
-                        *(row[key] for key in ("id", "source", "subject", "date")), row["match"]])
+                        *(row[key] for key in ("id", "source", "subject", "date")), row["match"],
+                        *(metadata_text(row["metadata"].get(key)) for key in extra)])
     return buffer.getvalue()
 
 

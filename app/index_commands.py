@@ -78,6 +78,19 @@ def index(
     metadata_columns: Annotated[list[str] | None, typer.Option(
         "--metadata-column", help="A column to keep as metadata (e.g. category, date); repeat it "
                                   "for several.", show_default="every other column")] = None,
+    date_column: Annotated[str | None, typer.Option(
+        "--date-column", help="The column (JSON key) holding each question's date, which --since "
+                              "and --until filter on (read by --date-format).",
+        show_default="date")] = None,
+    category_column: Annotated[str | None, typer.Option(
+        "--category-column", help="The column (JSON key) holding each question's category, which "
+                                  "--category filters on.", show_default="category")] = None,
+    replace_source: Annotated[str | None, typer.Option(
+        "--replace", metavar="OLD", help="The one SOURCE takes the place of the indexed source OLD "
+                                         "(file name or path), e.g. this week's export under a new "
+                                         "name: unchanged questions are kept, edited ones embedded "
+                                         "again, those it lacks removed; the source is then named "
+                                         "as SOURCE.")] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Questions per encoder batch.")] = 256,
     commit_every: Annotated[int, typer.Option(min=1, help="Questions per database transaction: "
                                                           "the most an interrupt can cost.")] = 2048,
@@ -115,10 +128,14 @@ def index(
                            encoder_loader=loader,
                            engine=engine, ray_address=ray_address, date_order=date_format,
                            confirm_prune=_prune_confirmation(yes), readmit=readmit,
+                           replaces=replace_source,
                            columns=Columns(id_column, tuple(text_columns or ()),
-                                           tuple(metadata_columns) if metadata_columns else None))
+                                           tuple(metadata_columns) if metadata_columns else None,
+                                           **({"date": date_column} if date_column else {}),
+                                           **({"category": category_column} if category_column else {})))
     with user_errors():
-        report = (plan_sources(index_dir, sources or [], database, options) if dry_run
+        report = (plan_sources(index_dir, sources or [], database, options, model and exported(model))
+                  if dry_run
                   else index_sources(index_dir, sources or [], model and exported(model), database, options))
     for problem in report.skipped:
         stderr.print(message_line("skipped", problem, "yellow"), highlight=False, soft_wrap=True)

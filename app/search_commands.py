@@ -39,7 +39,12 @@ from retrieval.fusion import SearchMode
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from retrieval.searcher import SearchResult, SearchTuning
+    from retrieval.searcher import Searcher, SearchResult, SearchTuning
+
+WhereOption = Annotated[list[str] | None, typer.Option(
+    "--where", metavar="KEY=VALUE", help="Only questions whose metadata column KEY is VALUE (any "
+                                         "case), e.g. team=Billing; repeatable: one KEY's values "
+                                         "are alternatives, different KEYs all apply.")]
 
 EfSearchOption = Annotated[int | None, typer.Option(
     "--ef-search", min=1, help="hnsw indexes: candidates a search keeps for the best 10 (higher: "
@@ -81,15 +86,30 @@ class ResultsFormat(StrEnum):
 
 
 def _fields(text: str | None) -> tuple[str, ...]:
-    """--fields as a tuple of RESULT_FIELDS (comma-separated, in the order given)."""
+    """--fields as a tuple of names (comma-separated, in the order given): RESULT_FIELDS and
+    metadata columns, which ``_require_fields`` checks once the index is open."""
     if text is None:
         return DEFAULT_FIELDS
     fields = tuple(name.strip().lower() for name in text.split(",") if name.strip())
-    unknown = [name for name in fields if name not in RESULT_FIELDS]
-    if unknown or not fields:
-        raise typer.BadParameter(f"{', '.join(unknown) or 'none given'}: pick from "
-                                 f"{', '.join(RESULT_FIELDS)}", param_hint="--fields")
+    if not fields:
+        raise typer.BadParameter(f"none given: pick from {', '.join(RESULT_FIELDS)} or a metadata "
+                                 "column", param_hint="--fields")
     return fields
+
+
+def _require_fields(fields: tuple[str, ...], searcher: Searcher) -> None:
+    """Refuse a --fields name that is neither one of RESULT_FIELDS nor a metadata column of the
+    index (``category`` and ``date`` are always accepted: empty where a question has none)."""
+    others = [name for name in fields if name not in RESULT_FIELDS]
+    if not others:
+        return
+    from retrieval.searcher import SearchError
+
+    keys = searcher.index.store.metadata_keys()
+    unknown = [name for name in others if name not in keys]
+    if unknown:
+        raise SearchError(f"--fields {', '.join(unknown)}: pick from {', '.join(RESULT_FIELDS)} or a "
+                          f"metadata column of the index ({', '.join(sorted(keys)) or 'none'})")
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,7 @@ class Answered:
     the searcher found and those shown."""
 
     label: str  # the query, or "like ID" (CSV and TSV)
+    why_nothing: str  # why a filtered search found nothing (Searcher.why_nothing)
     heading: str  # “the query”, or more like ID “its subject” (the table)
     payload: dict[str, Any]
     found: int  # hits before --min-match and --collapse
@@ -110,7 +131,7 @@ def _nothing_shown(answered: Answered, filtered: bool, min_match: float) -> str:
     if answered.found:
         return f"no hit reaches --min-match {min_match:.0%}"
     if filtered:
-        return "no questions match the filters"
+        return answered.why_nothing
     if answered.payload["mode"] == SearchMode.lexical:
         return "no question holds a word of the query (lexical mode: try --mode dense)"
     return "no results"
@@ -193,8 +214,10 @@ def search(
                                                           "where its id is looked up.")] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only this category (any case); "
                                                             "repeatable.")] = None,
+    where: WhereOption = None,
     since: Annotated[str | None, typer.Option(help="Only questions dated on or after this date "
-                                                   "(YYYY-MM-DD, or with a time; in UTC).")] = None,
+                                                   "(YYYY-MM-DD, or with a time; in UTC; as the "
+                                                   "index's --date-format reads it).")] = None,
     until: Annotated[str | None, typer.Option(help="Only questions dated on or before this date "
                                                    "(a day includes all of it).")] = None,
     date_format: DateFormatOption = None,
@@ -210,7 +233,7 @@ def search(
     The table shows each hit's id (what `show` and `delete` take) and its match, which falls as
     the rank does in every mode."""
     from retrieval.results import Shown, search_payload
-    from retrieval.searcher import Searcher, SearchFilters
+    from retrieval.searcher import Searcher, where_filters
 
     if like is not None and query is not None:
         raise typer.BadParameter("give a QUERY or --like ID, not both", param_hint="--like")
@@ -218,17 +241,19 @@ def search(
         raise typer.BadParameter("--like searches by meaning: leave out --mode", param_hint="--mode")
     columns = _fields(fields)
     queries = [] if like is not None else _queries(query)
-    with user_errors():
-        filters = SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format)
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
         shown = Shown(k, share(min_match), collapse)
+        where_filters(where or ())  # refused before the model loads
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
+        _require_fields(columns, searcher)
+        filters = searcher.filters(source or (), category or (), since, until, date_format, where or ())
+        why = searcher.why_nothing(filters) if filters else ""
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
             found = searcher.more_like(liked.id, shown.depth, filters)
             hits = shown.of(searcher, found)
-            answers = [Answered(f"like {liked.external_id}",
+            answers = [Answered(f"like {liked.external_id}", why,
                                 f"more like {liked.external_id} “{liked.subject}”",
                                 search_payload(hits, SearchMode.dense, like=liked), len(found), hits,
                                 searcher.source_labels)]
@@ -238,8 +263,11 @@ def search(
             for text, found in zip(queries, searcher.search_many(queries, shown.depth, filters, ran),
                                    strict=True):
                 hits = shown.of(searcher, found)
-                answers.append(Answered(text, f"“{text}”", search_payload(hits, ran, query=text),
+                answers.append(Answered(text, why, f"“{text}”", search_payload(hits, ran, query=text),
                                         len(found), hits, searcher.source_labels))
+    for answered in answers:
+        if filters and not answered.found:
+            answered.payload["why"] = why
     _print_answers(answers, ResultsFormat.json if as_json else output, columns, bool(filters),
                    shown.min_match)
 

@@ -85,6 +85,8 @@ def index_summary(report: IndexReport) -> list[str]:
     read = f"read {plural(report.read, 'question')}"
     if len(report.sources) == 1:
         read += f" from {Path(next(iter(report.sources))).name}"
+        if report.replaced:
+            read += f" (in place of {Path(report.replaced).name})"
     elif report.sources:
         read += f" from {counted(report.sources)}"
     lines = [head, f"{read}: {_changes(report)}"]
@@ -182,7 +184,31 @@ def tune_summary(record: Mapping[str, Any], out: str) -> list[str]:
             lines.append(f"  {name:<22} {shown.format(before[key])} -> {shown.format(after[key])}")
     if after["dev_score"] <= before["dev_score"]:
         lines.append("no epoch raised the held-out figures: the new model keeps the base's weights")
+    lines += tune_regressions(record)
     return [*lines, f"saved {out}: use it with `askalike index FILE --model {out}`"]
+
+
+def tune_regressions(record: Mapping[str, Any]) -> list[str]:
+    """A warning for each held-out figure the tuned model scores below its base: the epoch kept
+    is the one with the best held-out score (the mean of the figures), which may lower one."""
+    before, after = record["before"], record["after"]
+    fell = [f"{name} fell from {shown.format(before[key])} to {shown.format(after[key])}"
+            for key, name, shown in _HELD_OUT_FIGURES
+            if key in before and key in after and after[key] < before[key]]
+    if not fell:
+        return []
+    return [f"warning: {'; '.join(fell)} (the model kept is the epoch with the best held-out score, "
+            f"{before['dev_score']:.4f} -> {after['dev_score']:.4f}; the base may serve better: "
+            "compare both with `askalike eval` on your pairs)"]
+
+
+def tune_estimate_line(estimate: Any, resumed: bool) -> str:
+    """What a tune will take, said before it starts (``train.pair_tuning.TuneEstimate``)."""
+    head = "resuming" if resumed else "tuning"
+    return (f"{head}: about {duration(estimate.epoch_seconds)} an epoch on this machine, up to "
+            f"{duration(estimate.total_seconds)} for {plural(estimate.epochs, 'epoch')}"
+            f"{' (what is left)' if resumed else ''}; the bar shows the time left. Ctrl-C stops; "
+            "`--resume` then continues from the last checkpoint (every half epoch)")
 
 
 def adapt_summary(record: Mapping[str, Any], out: str) -> list[str]:

@@ -28,7 +28,7 @@ from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.fusion import SearchMode
 from retrieval.results import TUI_MIN_MATCH, Shown
-from retrieval.searcher import Searcher, SearchFilters, SearchResult
+from retrieval.searcher import Searcher, SearchFilters, SearchResult, where_filters
 
 DEBOUNCE_S = 0.3
 HELP = """\
@@ -69,7 +69,8 @@ class Search:
 def describe_filters(filters: SearchFilters) -> str:
     """The filters in one line for the status bar; empty when there are none."""
     parts = [*(f"source {name}" for name in filters.sources),
-             *(f"category {name}" for name in filters.categories)]
+             *(f"category {name}" for name in filters.categories),
+             *(f"{key}={value}" for key, value in filters.where)]
     if filters.date_from:
         parts.append(f"from {filters.date_from}")
     if filters.date_to:
@@ -121,10 +122,11 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
 
     BINDINGS: ClassVar = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, current: SearchFilters, choices: Choices) -> None:
+    def __init__(self, current: SearchFilters, choices: Choices, searcher: Searcher | None = None) -> None:
         super().__init__()
         self.current = current
         self.choices = choices
+        self.searcher = searcher  # reads the dates by the index's date format
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
@@ -140,6 +142,8 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
                                              id=widget_id)
             yield Input(self.current.date_from or "", placeholder="from date (YYYY-MM-DD)", id="from")
             yield Input(self.current.date_to or "", placeholder="to date (YYYY-MM-DD)", id="to")
+            yield Input(", ".join(f"{key}={value}" for key, value in self.current.where),
+                        placeholder="metadata: KEY=VALUE, comma-separated (team=Billing)", id="where")
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Clear", id="clear")
@@ -154,9 +158,16 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
     @on(Button.Pressed, "#apply")
     @on(Input.Submitted)
     def _apply(self) -> None:
+        where = [part for part in self._value("where").split(",") if part.strip()]
         try:
-            filters = SearchFilters(self._picked("sources"), self._picked("categories"),
-                                    self._value("from") or None, self._value("to") or None)
+            if self.searcher is not None:
+                filters = self.searcher.filters(self._picked("sources"), self._picked("categories"),
+                                                self._value("from") or None, self._value("to") or None,
+                                                where=where, where_option="metadata")
+            else:
+                filters = SearchFilters(self._picked("sources"), self._picked("categories"),
+                                        self._value("from") or None, self._value("to") or None,
+                                        where=where_filters(where, "metadata"))
         except UserError as err:  # an invalid date: said here, and the dialog stays open
             self.notify(printable(str(err), keep=""), severity="error", markup=False)
             return
@@ -485,7 +496,7 @@ class SearchApp(App[None]):
             if filters is not None:
                 self._apply_filters(filters)
 
-        self.push_screen(FilterScreen(self.filters, self.choices), callback=apply)
+        self.push_screen(FilterScreen(self.filters, self.choices, self.searcher), callback=apply)
 
     def action_clear_filters(self) -> None:
         self._apply_filters(SearchFilters())

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.common import JsonOption, app, exported, print_lines, shipped_models, user_errors
+from app.common import JsonOption, app, exported, plain, print_lines, shipped_models, stderr, user_errors
 from app.devices import DeviceOption
 from core.devices import Device
 from core.errors import UserError
@@ -71,14 +71,24 @@ def tune(
             record = _adapt(base, collection, out, exported(teacher or DEFAULT_MODEL),
                             show_progress=not as_json)
         else:
+            from app.summaries import tune_estimate_line
             from train.pair_tuning import TuneSettings
             from train.pair_tuning import tune as tune_model
 
             settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                     score_share=score_share, teacher=teacher,
                                     score_loss=score_loss.value if score_loss else None, device=device)
-            record = tune_model(base, pairs, out, run_dir or out.with_name(out.name + ".run"),
-                                settings, dev, resume=resume, show_progress=not as_json)
+            runs = run_dir or out.with_name(out.name + ".run")
+
+            def announce(estimate: object) -> None:
+                stderr.print(plain(tune_estimate_line(estimate, resume)), highlight=False, soft_wrap=True)
+
+            try:
+                record = tune_model(base, pairs, out, runs, settings, dev, resume=resume,
+                                    show_progress=not as_json, on_estimate=announce)
+            except KeyboardInterrupt:
+                stderr.print(plain(interrupted_line(runs)), highlight=False, soft_wrap=True)
+                raise typer.Exit(130) from None
         exported(str(out))
     if as_json:
         typer.echo(json.dumps({"model": str(out), **record}))
@@ -86,6 +96,16 @@ def tune(
         from app.summaries import adapt_summary, tune_summary
 
         print_lines((tune_summary if pairs is not None else adapt_summary)(record, str(out)))
+
+
+def interrupted_line(run_dir: Path) -> str:
+    """What a tune stopped by Ctrl-C leaves, and how to go on."""
+    from train.pair_tuning import CHECKPOINT_FILE
+
+    if (run_dir / CHECKPOINT_FILE).is_file():
+        return (f"interrupted: the run so far is kept in {run_dir}; run the same command with "
+                "--resume to continue from its last checkpoint")
+    return "interrupted before the first checkpoint (half an epoch): nothing was kept to resume"
 
 
 def _adapt(base: str, collection: Path, out: Path, teacher: str, show_progress: bool) -> dict:

@@ -35,7 +35,12 @@ from core.dates import DateOrder
 from core.encoder import Encoder
 from core.errors import UserError
 from core.loader import load_encoder
-from core.model_dir import DEFAULT_MODEL, PRETRAINED_PREFIX, EncoderIdentity, weights_fingerprint
+from core.model_dir import (
+    DEFAULT_MODEL,
+    PRETRAINED_PREFIX,
+    EncoderIdentity,
+    weights_fingerprint,
+)
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
 from indexer.directory import recorded_model, resolve_database, resolved_index_type
@@ -55,7 +60,7 @@ from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
 from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source, source_labels
 from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
-from indexer.store import Store, source_named
+from indexer.store import DATE_ORDER_SETTING, Store, source_named
 from indexer.sync import sync_vector_index
 from indexer.tuning import require_index_type, resolve_index_type
 
@@ -80,6 +85,9 @@ class IndexOptions:
     date_order: DateOrder | None = None  # how to read 10/01/2024; None: only unambiguous dates
     columns: Columns = field(default_factory=Columns)  # which CSV/TSV/JSONL columns are what
     readmit: bool = False  # index again the questions of the sources deleted with --exclude
+    # --replace: the stored source (file name or path) whose questions the one source of the run
+    # takes over (kept where unchanged, embedded again where edited, removed where it lacks them)
+    replaces: str | None = None
     # asked (with what --prune would remove) before a prune of more than PRUNE_CONFIRM_SHARE of
     # the index; None: nobody to ask, so such a prune is refused
     confirm_prune: Callable[[str], bool] | None = None
@@ -111,6 +119,7 @@ class IndexReport:
     dry_run: bool = False  # nothing was written: the counts say what a run would do
     would_remove: list[str] = field(default_factory=list)  # "source: id" of what --prune would remove
     model_moved_from: str = ""  # where the model was recorded before this run found it elsewhere
+    replaced: str = ""  # the stored source that the run's source replaced (--replace)
 
     @property
     def questions_per_s(self) -> float:
@@ -186,7 +195,13 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     (read, added, reembedded, metadata_updated, unchanged, warnings, undated); nothing is written.
     Returns ``files`` with a path to a stored source's file named as that source."""
     stored = list(store.counts_by_source()) if store is not None else []
+    remembered = store.setting(DATE_ORDER_SETTING) if store is not None else None
+    if options.date_order is None and remembered in DateOrder.__members__:
+        for _, source in files:  # the index's dates are read as its first runs read them
+            source.date_order = DateOrder(remembered)
     files = aliased(files, stored, report.warnings)
+    if options.replaces is not None:
+        files = _replacing(files, stored, options.replaces)
     # a prune removes the files that the run does not name; the API's sources stay
     kept = [name for name in stored if not is_file_source(name)] if options.prune else stored
     overlaps = Overlaps(store, [name for name, _ in files], kept)
@@ -217,6 +232,40 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
                         + _date_warnings(files))
     report.undated = sum(source.undated for _, source in files)
     return files
+
+
+def _replacing(files: list[tuple[str, SourceFile]], stored: list[str],
+               replaces: str) -> list[tuple[str, SourceFile]]:
+    """The one source of a ``--replace`` run named as the stored source it replaces (matched as
+    search's --source matches), so that the run compares its questions with that source's."""
+    if len(files) != 1:
+        raise IndexBuildError(f"--replace {replaces}: give exactly one SOURCE to take its place "
+                              f"(got {len(files)})")
+    name, source = files[0]
+    wanted = source_named(replaces)
+    matches = [other for other in stored
+               if any(other == one or other.endswith("/" + one) for one in wanted)]
+    if not matches:
+        labels = source_labels(dict.fromkeys(stored, 0))
+        raise IndexBuildError(f"--replace {replaces}: the index has no such source (its sources: "
+                              f"{', '.join(labels[other] for other in stored) or 'none'}); nothing was "
+                              "changed")
+    if len(matches) > 1:
+        raise IndexBuildError(f"--replace {replaces}: {len(matches)} sources match ({', '.join(matches)}): "
+                              "give its whole path; nothing was changed")
+    if name != matches[0] and name in stored:
+        raise IndexBuildError(f"--replace {replaces}: {name} is indexed already, next to {matches[0]}: "
+                              f"index {source.path} alone with --prune to keep only its questions; "
+                              "nothing was changed")
+    return [(matches[0], source)]
+
+
+def _replaced_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
+    """The questions of the replaced source (the run's one, as ``_replacing`` named it) that its
+    new file lacks: a --replace removes them."""
+    (name, source), = files
+    return [row_id for row_id, stored, external_id in store.question_keys()
+            if stored == name and not source.holds(external_id)]
 
 
 def _made_id_warnings(files: list[tuple[str, SourceFile]]) -> list[str]:
@@ -355,19 +404,25 @@ def _source_files(sources: Sequence[Path], options: IndexOptions) -> list[tuple[
 
 
 def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None = None,
-                 options: IndexOptions | None = None) -> IndexReport:
+                 options: IndexOptions | None = None, model: str | None = None) -> IndexReport:
     """What ``index_sources`` would do (``--dry-run``): the sources are read and compared with
-    the index, nothing is embedded or written, and nothing is created."""
+    the index, nothing is embedded or written, and nothing is created. What the run would refuse
+    it refuses too, with the same message: a ``model`` whose weights are not the index's, a
+    --replace that names no source."""
     options = options or IndexOptions()
+    if model is not None:
+        weights_fingerprint(model)  # a model that is not there: the run's ModelError
     require_index_type(options.index_type)
     _require_sources(index_dir, sources, options)
     files = _source_files(sources, options)
     problems: list[DataError] = []
     manifest = read_manifest(index_dir) if index_dir.is_dir() else None
     url = database or default_database_url(index_dir)
-    report = IndexReport(str(index_dir), masked_url(url), manifest.encoder.model if manifest else "",
-                         dry_run=True)
+    report = IndexReport(str(index_dir), masked_url(url),
+                         model or (manifest.encoder.model if manifest else DEFAULT_MODEL), dry_run=True)
     if manifest is None:  # a new index: every question would be added
+        if options.replaces is not None:
+            _replacing(files, [], options.replaces)
         _survey(None, files, problems, report, options)
         report.total = report.added
         report.index_type, report.index_type_reason = resolve_index_type(options.index_type, None,
@@ -377,10 +432,20 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
         report.database = masked_url(url)
         with Store(url, read_only=True) as store:
             store.require_owner(index_id(index_dir))
+            recorded = store.encoder()
+            if model is not None and recorded is not None:  # the run's check (bind_encoder's)
+                store.require_encoder(EncoderIdentity(model, weights_fingerprint(model), recorded.dim))
+            named = files
             files = _survey(store, files, problems, report, options)
-            if options.prune:
-                stale = store.fetch(_stale_ids(store, files))
-                _refuse_prune_of_nothing(len(stale), store.count(), report.read)
+            stale_ids = _stale_ids(store, files) if options.prune else []
+            if options.replaces is not None:
+                stale_ids += _replaced_ids(store, files)
+                report.replaced = files[0][0]
+                report.sources = {named[0][0]: report.sources.pop(files[0][0])}
+            if stale_ids:
+                stale = store.fetch(sorted(set(stale_ids)))
+                if options.prune:
+                    _refuse_prune_of_nothing(len(stale), store.count(), report.read)
                 report.would_remove = sorted(f"{q.source}: {q.external_id}" for q in stale.values())
                 report.removed = len(stale)
             report.total = store.count() + report.added - report.removed
@@ -491,9 +556,13 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         spec = model or (recorded_model(index_dir, recorded) if recorded else DEFAULT_MODEL)
         problems: list[DataError] = []
         survey = IndexReport(str(index_dir), masked_url(database), spec)
+        named = files
         files = _survey(store, files, problems, survey, options)
         stale = _stale_ids(store, files) if options.prune else []
-        _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
+        if options.prune:
+            _require_safe_prune(len(stale), store.count(), survey.read, options.confirm_prune)
+        if options.replaces is not None:
+            stale = sorted({*stale, *_replaced_ids(store, files)})
         encoder = (options.encoder_loader(spec) if options.encoder_loader is not None
                    else load_encoder(spec, threads=options.threads))
         identity = model_identity(spec, encoder)
@@ -518,6 +587,12 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
         report.removed = store.delete(stale)
         if options.readmit:
             store.readmit([name for name, _ in files])
+        if options.replaces is not None:  # last: a run interrupted before is run again as it was
+            store.rename_source(files[0][0], named[0][0])
+            report.replaced = files[0][0]
+            report.sources = {named[0][0]: report.sources.pop(files[0][0])}
+        if options.date_order is not None:
+            store.remember(DATE_ORDER_SETTING, options.date_order.value)
         only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                       and manifest_before.generation == generation_before)
         report.index_type, report.index_type_reason = resolved_index_type(

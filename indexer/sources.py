@@ -52,6 +52,13 @@ class SourceQuestion:
     dated: datetime | None = None  # metadata["date"] parsed (in UTC); None: none, or not a date
     # an id made from the text: the id an askalike before made_id's separator made (``former_made_id``)
     former_id: str | None = None
+    date_field: str = DATE_KEY  # the metadata key of its date (--date-column)
+    category_field: str = CATEGORY_KEY  # the metadata key of its category (--category-column)
+
+    @property
+    def category(self) -> Any:
+        """Its category as given (None: none), what category filters compare."""
+        return self.metadata.get(self.category_field)
 
     @property
     def text(self) -> str:
@@ -162,9 +169,13 @@ class Columns:
     id: str | None = None
     text: tuple[str, ...] = ()  # the first is the subject tables show, the rest joined as the body
     metadata: tuple[str, ...] | None = None  # None: every column that is not id or text
+    date: str = DATE_KEY  # the column whose values date filters compare (--date-column)
+    category: str = CATEGORY_KEY  # the column category filters compare (--category-column)
 
     def __post_init__(self) -> None:  # compared as headers are: trimmed, lower case
         object.__setattr__(self, "id", _column_name(self.id) if self.id is not None else None)
+        object.__setattr__(self, "date", _column_name(self.date))
+        object.__setattr__(self, "category", _column_name(self.category))
         object.__setattr__(self, "text", tuple(map(_column_name, self.text)))
         if self.metadata is not None:
             object.__setattr__(self, "metadata", tuple(map(_column_name, self.metadata)))
@@ -216,10 +227,11 @@ class _Layout:
 
 
 def _layout(path: Path, header: list[str], columns: Columns) -> _Layout:
-    missing = [(option, name) for option, names in (("--id-column", [columns.id] if columns.id else []),
-                                                      ("--text-column", columns.text),
-                                                      ("--metadata-column", columns.metadata or ()))
-               for name in names if name not in header]
+    roles = (("--id-column", [columns.id] if columns.id else []), ("--text-column", columns.text),
+             ("--metadata-column", columns.metadata or ()),
+             ("--date-column", [columns.date] if columns.date != DATE_KEY else []),
+             ("--category-column", [columns.category] if columns.category != CATEGORY_KEY else []))
+    missing = [(option, name) for option, names in roles for name in names if name not in header]
     if missing:
         option, name = missing[0]
         raise DataError(path, f"no column {name!r} ({option}) in the header {header}", 1)
@@ -232,6 +244,11 @@ def _layout(path: Path, header: list[str], columns: Columns) -> _Layout:
     taken = {id_column, *text_columns}
     metadata = list(columns.metadata) if columns.metadata is not None else [
         name for name in header if name not in taken]
+    for option, name in (("--date-column", columns.date), ("--category-column", columns.category)):
+        if name in header and name not in metadata:
+            if name in taken:
+                raise DataError(path, f"column {name!r} ({option}) is also the id or a text column", 1)
+            metadata.append(name)  # a role's column is kept whatever --metadata-column says
     return _Layout(header, id_column, text_columns, metadata)
 
 
@@ -252,7 +269,8 @@ def record_question(path: Path, number: int | None, record: dict[str, Any],
     if problem := _json_type_problem(record, id_key, text_keys):
         return DataError(path, problem, number)
     taken = {id_key, *text_keys}
-    metadata = ({k: record[k] for k in columns.metadata if k in record} if columns.metadata is not None
+    kept = None if columns.metadata is None else {*columns.metadata, columns.date, columns.category}
+    metadata = ({k: v for k, v in record.items() if k in kept} if kept is not None
                 else {k: v for k, v in record.items() if k not in taken})
     subject, body = _subject_and_body(record, text_keys)
     return _question(path, number, record.get(id_key), subject or "", body, metadata, id_key)
@@ -424,12 +442,12 @@ def dated(question: SourceQuestion, order: DateOrder | None, path: Path,
           order_option: str = ORDER_OPTION) -> tuple[SourceQuestion, str | None]:
     """``question`` with its date parsed, and the warning for a value that is not a date (the
     question is kept, undated; an ambiguous one names ``order_option``)."""
-    value = question.metadata.get(DATE_KEY)
+    value = question.metadata.get(question.date_field)
     try:
         return replace(question, dated=date_of(value, order, order_option)), None
     except DateValueError as err:
         where = "" if question.line is not None else f"question {question.external_id!r}: "
-        return question, str(DataError(path, f"{where}{DATE_KEY} {value!r} {err}", question.line))
+        return question, str(DataError(path, f"{where}{question.date_field} {value!r} {err}", question.line))
 
 
 class BadRowsError(DataError):
@@ -521,8 +539,15 @@ class SourceFile:
         if named:
             raise named[0] if count == 1 else BadRowsError(named, count)
 
+    def _roles(self, row: SourceQuestion) -> SourceQuestion:
+        """``row`` with its date and category read from the columns ``columns`` names."""
+        if (row.date_field, row.category_field) == (self.columns.date, self.columns.category):
+            return row
+        return replace(row, date_field=self.columns.date, category_field=self.columns.category)
+
     def _accepted(self, row: SourceQuestion) -> SourceQuestion:
         """A good question, its id kept and its date parsed (a value that is not a date counted)."""
+        row = self._roles(row)
         self.ids[row.external_id] = row.line
         if row.former_id is not None:
             self.former_ids.add(row.former_id)
@@ -541,7 +566,7 @@ class SourceFile:
                 continue
             if isinstance(row, DataError) or self.ids.get(row.external_id, -1) != row.line:
                 raise self._changed()
-            yield dated(row, self.date_order, self.path)[0]
+            yield dated(self._roles(row), self.date_order, self.path)[0]
         self._require_unchanged()
 
     def holds(self, external_id: str) -> bool:
@@ -560,7 +585,8 @@ class SourceFile:
 
     def _require_mappable(self) -> None:
         if not self.columns.default and source_format(self.path) not in MAPPED_FORMATS:
-            raise DataError(self.path, "--id-column, --text-column and --metadata-column apply to "
+            raise DataError(self.path, "--id-column, --text-column, --metadata-column, --date-column "
+                                       "and --category-column apply to "
                                        f"{', '.join(MAPPED_FORMATS)} files only")
 
     def _require_unchanged(self) -> None:

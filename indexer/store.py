@@ -80,6 +80,7 @@ _FIRST_SCHEMA = "1"  # without dates, categories and checksums as columns: upgra
 NORM_TOLERANCE = 1e-3  # a stored vector's norm is 1 within this, else it is damaged
 REPAIR = "run `askalike check --repair` to embed them again"
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
+DATE_ORDER_SETTING = "date_order"  # how the index's dates were read (--date-format)
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
 
@@ -153,11 +154,14 @@ class StoredQuestion:
     metadata: dict[str, Any]
     content_hash: str
     dated: datetime | None = None
+    category_key: str | None = None  # as filters compare it (read with ``dated``)
 
     def same_fields(self, question: SourceQuestion) -> bool:
-        """Equal in all but the id and the vector (a date parsed by another --date-format differs)."""
-        return (self.subject, self.body, self.metadata, self.dated) == (
-            question.subject, question.body, question.metadata, question.dated)
+        """Equal in all but the id and the vector (a date parsed by another --date-format, or
+        read from another --date-column, differs; so does a category from another column)."""
+        return (self.subject, self.body, self.metadata, self.dated, self.category_key) == (
+            question.subject, question.body, question.metadata, question.dated,
+            category_key(question.category))
 
 
 @dataclass(frozen=True)
@@ -248,17 +252,17 @@ def _vector_columns(vectors: np.ndarray, names: Sequence[str]) -> list[dict[str,
     return [{"vector": blob, "vector_crc32": zlib.crc32(blob)} for blob in blobs]
 
 
-def _filter_columns(metadata: dict[str, Any], dated: datetime | None) -> dict[str, Any]:
+def _filter_columns(category: Any, dated: datetime | None) -> dict[str, Any]:
     """The columns filters compare; the date in UTC (SQLite would keep its local time, not its zone)."""
     return {"dated": dated.astimezone(UTC) if dated is not None else None,
-            "category_key": category_key(metadata.get(CATEGORY_KEY))}
+            "category_key": category_key(category)}
 
 
 def _fields(question: SourceQuestion) -> dict[str, Any]:
     """A question's stored columns but its row id, source, hash and vector (its external id
     too: a stored id made from text the former way takes the new one)."""
     return {"external_id": question.external_id, "subject": question.subject, "body": question.body,
-            "metadata": question.metadata, **_filter_columns(question.metadata, question.dated)}
+            "metadata": question.metadata, **_filter_columns(question.category, question.dated)}
 
 
 def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
@@ -270,8 +274,18 @@ def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
     except DateValueError:
         moment = None
     sound = dim is not None and vector_problems([row.vector], None, dim)[0] is None
-    return {"row_id": row.id, **_filter_columns(row.metadata, moment),
+    return {"row_id": row.id, **_filter_columns(row.metadata.get(CATEGORY_KEY), moment),
             "vector_crc32": zlib.crc32(row.vector) if sound else None}
+
+
+def _require_encoder(recorded: EncoderIdentity, identity: EncoderIdentity) -> None:
+    require_same_encoder(recorded, identity, "this index",
+                         f"use --model {recorded.model}, or index into a new --index directory", StoreError)
+
+
+def _metadata_text(key: str) -> Any:
+    """The metadata field ``key`` of a question as text, in SQL (NULL where it has none)."""
+    return _QUESTIONS.c.metadata[key].as_string()
 
 
 class Store(Database):
@@ -375,10 +389,15 @@ class Store(Database):
                 connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "encoder")
                                    .values(value=json.dumps(identity.__dict__)))
                 return recorded.model
-        require_same_encoder(recorded, identity, "this index",
-                             f"use --model {recorded.model}, or index into a new --index directory",
-                             StoreError)
+        _require_encoder(recorded, identity)
         return None
+
+    def require_encoder(self, identity: EncoderIdentity) -> None:
+        """Refuse, as ``bind_encoder`` does, an encoder whose weights are not the index's (a dry
+        run's check: nothing is recorded)."""
+        recorded = self.encoder()
+        if recorded is not None:
+            _require_encoder(recorded, identity)
 
     def index_type(self) -> str | None:
         """The FAISS index type recorded for this index (``record_index_type``); None: none yet."""
@@ -448,12 +467,57 @@ class Store(Database):
         question in it spells it; a StoreError on a database of schema 1 (not yet upgraded)."""
         self._require_filter_columns()
         with self.reading() as connection:
-            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count())
+            key = _QUESTIONS.c.category_key
+            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count(), key)
                                       .where(_QUESTIONS.c.category_key.is_not(None))
                                       .group_by(_QUESTIONS.c.category_key)).all()
         first = self.fetch([row[0] for row in rows])
-        return dict(sorted((str(first[i].metadata.get(CATEGORY_KEY, "")).strip(), count)
-                           for i, count in rows))
+
+        def spelt(row_id: int, key: str) -> str:  # the metadata value the key was made from
+            values = first[row_id].metadata.values() if row_id in first else ()
+            return next((str(v).strip() for v in values if category_key(v) == key), key)
+
+        return dict(sorted((spelt(i, key), count) for i, count, key in rows))
+
+    def dated_count(self) -> int:
+        """How many questions have a date (what date filters can pass)."""
+        self._require_filter_columns()
+        with self.reading() as connection:
+            return connection.scalar(select(func.count()).select_from(_QUESTIONS)
+                                     .where(_QUESTIONS.c.dated.is_not(None))) or 0
+
+    def metadata_values(self, key: str, limit: int = 20) -> dict[str, int]:
+        """Questions per value of the metadata field ``key`` (trimmed, as ``--where`` compares
+        them, spelt as the first question with it spells it), the ``limit`` commonest."""
+        value = _metadata_text(key)
+        with self.reading() as connection:
+            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count())
+                                      .where(value.is_not(None)).group_by(func.lower(func.trim(value)))
+                                      .order_by(func.count().desc()).limit(limit)).all()
+        first = self.fetch([row[0] for row in rows])
+        return {str(first[i].metadata.get(key)).strip(): count for i, count in rows if i in first}
+
+    def metadata_keys(self) -> set[str]:
+        """Every metadata field some stored question has (what --fields and --where may name)."""
+        with self.reading() as connection:
+            if connection.dialect.name == "postgresql":
+                query = "SELECT DISTINCT jsonb_object_keys(metadata) FROM questions"
+            else:
+                query = "SELECT DISTINCT j.key FROM questions, json_each(questions.metadata) AS j"
+            return set(connection.exec_driver_sql(query).scalars())
+
+    def setting(self, key: str) -> str | None:
+        """A remembered setting of the index (``remember``), such as its date format."""
+        with self.reading() as connection:
+            return self._setting(connection, key)
+
+    def remember(self, key: str, value: str) -> None:
+        """Record a setting of the index (``date_order``: how its sources' dates were read)."""
+        with self.transaction() as connection:
+            if self._setting(connection, key, for_update=True) is None:
+                self._add_setting(connection, key, value)
+            else:
+                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == key).values(value=value))
 
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
@@ -481,11 +545,13 @@ class Store(Database):
         return live
 
     def ids_matching(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
-                     dated_from: datetime | None = None, dated_before: datetime | None = None) -> np.ndarray:
+                     dated_from: datetime | None = None, dated_before: datetime | None = None,
+                     where: Sequence[tuple[str, str]] = ()) -> np.ndarray:
         """Ids of the questions from one of ``sources`` (a full path or a file name), in one of
         ``categories`` (trimmed, any case), dated in [dated_from, dated_before) (a question
-        without a date passes no date bound); an empty one restricts nothing. Values are bound
-        parameters, never SQL."""
+        without a date passes no date bound), and whose metadata field KEY is VALUE for each
+        (KEY, VALUE) of ``where`` (trimmed, any case; several values of one key: any of them);
+        an empty one restricts nothing. Values are bound parameters, never SQL."""
         condition = true()
         if sources:
             condition &= or_(*(or_(_QUESTIONS.c.source == name,
@@ -499,6 +565,11 @@ class Store(Database):
             condition &= _QUESTIONS.c.dated >= dated_from.astimezone(UTC)
         if dated_before:
             condition &= _QUESTIONS.c.dated < dated_before.astimezone(UTC)
+        wanted: dict[str, list[str]] = {}
+        for key, value in where:
+            wanted.setdefault(key, []).append(value.strip().lower())
+        for key, values in wanted.items():
+            condition &= func.lower(func.trim(_metadata_text(key))).in_(values)
         with self.reading() as connection:
             return np.fromiter(connection.scalars(select(_QUESTIONS.c.id).where(condition)),
                                dtype=np.int64)
@@ -684,6 +755,18 @@ class Store(Database):
             self._bump_generation(connection)
         return len(ids)
 
+    def rename_source(self, old: str, new: str) -> int:
+        """Give the questions (and the exclusions) of the source ``old`` to ``new`` (``index
+        --replace``), in one transaction; how many questions."""
+        if old == new:
+            return 0
+        with self.transaction() as connection:
+            moved = connection.execute(update(_QUESTIONS).where(_QUESTIONS.c.source == old)
+                                       .values(source=new)).rowcount
+            if inspect(connection).has_table(_EXCLUDED.name):
+                connection.execute(update(_EXCLUDED).where(_EXCLUDED.c.source == old).values(source=new))
+        return moved
+
     def readmit(self, sources: Sequence[str]) -> int:
         """Forget the exclusions of ``sources`` (their questions are indexed again); how many."""
         if not sources or not inspect(self.engine).has_table(_EXCLUDED.name):
@@ -707,12 +790,15 @@ class Store(Database):
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
-        dated = null().label("dated") if self.schema_version == _FIRST_SCHEMA else _QUESTIONS.c.dated
+        first = self.schema_version == _FIRST_SCHEMA
+        dated = null().label("dated") if first else _QUESTIONS.c.dated
+        category = null().label("category_key") if first else _QUESTIONS.c.category_key
         with self.reading() as connection:
             for part in _batches(external_ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS, dated).where(
+                rows = connection.execute(select(*_QUESTION_COLUMNS, dated, category).where(
                     _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
-                found.update((row.external_id, StoredQuestion(*row[:-1], _in_utc(row.dated)))
+                found.update((row.external_id, StoredQuestion(*row[:-2], _in_utc(row.dated),
+                                                              row.category_key))
                              for row in rows)
         return found
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from core.dates import DateOrder
 from indexer.directory import OpenIndex
-from indexer.store import StoredQuestion
+from indexer.store import DATE_ORDER_SETTING, StoredQuestion
 from indexer.vector_index import cosine_error
 from retrieval.searcher import SearchError, SearchFilters
 
@@ -58,7 +58,8 @@ class GroupMember:
     def as_json(self) -> dict[str, Any]:
         question, date = self.question, self.question.metadata.get("date")
         return {"id": question.external_id, "source": question.source, "subject": question.subject,
-                "date": None if date is None else str(date), "match": round(self.match, 4)}
+                "date": None if date is None else str(date), "match": round(self.match, 4),
+                "metadata": {k: v for k, v in question.metadata.items() if k != "comments"}}
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ def questions_to_check(index: OpenIndex, since: str | None = None,
                           "`askalike index SOURCE`")
     if since is None:
         return None
+    remembered = index.store.setting(DATE_ORDER_SETTING)  # how the index's dates were read
+    if date_order is None and remembered in DateOrder.__members__:
+        date_order = DateOrder(remembered)
     filters = SearchFilters(date_from=since, date_order=date_order)
     return index.store.ids_matching(dated_from=filters.window[0])
 

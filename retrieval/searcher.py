@@ -38,7 +38,7 @@ from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.index_types import named_index_type
 from indexer.manifest import load_lexical
 from indexer.source_identity import source_labels
-from indexer.store import StoredQuestion, source_named
+from indexer.store import DATE_ORDER_SETTING, StoredQuestion, source_named
 from indexer.vector_index import (
     GPU_MAX_K,
     HeldVectors,
@@ -86,6 +86,7 @@ class SearchFilters:
     date_from: str | None = None
     date_to: str | None = None
     date_order: DateOrder | None = None
+    where: tuple[tuple[str, str], ...] = ()  # (metadata field, value): ``where_filter``'s
     order_option: str = field(default=ORDER_OPTION, compare=False)  # what gives date_order (messages)
     # [start, end) in UTC of the dates that pass (None: open)
     window: tuple[datetime | None, datetime | None] = field(init=False, compare=False, repr=False)
@@ -100,7 +101,25 @@ class SearchFilters:
             name for source in self.sources for name in source_named(source))))
 
     def __bool__(self) -> bool:
-        return bool(self.sources or self.categories or self.date_from or self.date_to)
+        return bool(self.sources or self.categories or self.date_from or self.date_to or self.where)
+
+
+WHERE_OPTION = "--where"
+
+
+def where_filter(text: str, option: str = WHERE_OPTION) -> tuple[str, str]:
+    """``KEY=VALUE`` (``--where team=Billing``, the API's ``where``) as (key, value): the key
+    as columns are named (trimmed, lower case), the value as given; a SearchError otherwise."""
+    key, equals, value = text.partition("=")
+    key = key.strip().lower()
+    if not equals or not key or not value.strip():
+        raise SearchError(f"{option} {text!r}: expected KEY=VALUE, a metadata column and its value "
+                          "(e.g. team=Billing)")
+    return key, value.strip()
+
+
+def where_filters(texts: Iterable[str], option: str = WHERE_OPTION) -> tuple[tuple[str, str], ...]:
+    return tuple(where_filter(text, option) for text in texts)
 
 
 # each search setting: its option, and the manifest parameter it overrides
@@ -180,6 +199,14 @@ class SearchResult:
                 "alike": [{"id": other.external_id, "source": source_label(other.source),
                            "match": round(other.match, 4)} for other in self.alike],
                 "metadata": {k: v for k, v in self.metadata.items() if k != "comments"}}
+
+
+def _listed(counts: dict[str, int], shown: int = 12) -> str:
+    """Values and their counts, the commonest first: ``Billing (12), Sales (3)``."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    more = len(ranked) - shown
+    listed = ", ".join(f"{name} ({count:,})" for name, count in ranked[:shown])
+    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def clipped(fraction: float) -> float:
@@ -328,8 +355,44 @@ class Searcher:
         """The ids that pass the filters (None: every id)."""
         if not filters:
             return None
-        allowed = self.index.store.ids_matching(filters.sources, filters.categories, *filters.window)
+        allowed = self.index.store.ids_matching(filters.sources, filters.categories, *filters.window,
+                                                where=filters.where)
         return allowed if exclude is None else allowed[allowed != exclude]
+
+    @cached_property
+    def date_order(self) -> DateOrder | None:
+        """How the index's dates were read (``index --date-format``), which its date filters
+        use where a search names none."""
+        value = self.index.store.setting(DATE_ORDER_SETTING)
+        return DateOrder(value) if value in DateOrder.__members__ else None
+
+    def filters(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
+                since: str | None = None, until: str | None = None, date_order: DateOrder | None = None,
+                where: Sequence[str] = (), order_option: str = ORDER_OPTION,
+                where_option: str = WHERE_OPTION) -> SearchFilters:
+        """The filters of a search of this index: dates read by ``date_order``, else by the
+        index's own (``date_order``); ``where`` as KEY=VALUE texts."""
+        return SearchFilters(tuple(sources), tuple(categories), since, until, date_order or self.date_order,
+                             where_filters(where, where_option), order_option)
+
+    def why_nothing(self, filters: SearchFilters) -> str:
+        """Why a filtered search found nothing, in words: what the index holds of what the
+        filters ask for (its categories, the values of a --where field, whether it has dates)."""
+        store, reasons = self.index.store, []
+        if filters.categories:
+            have = store.category_counts()
+            reasons.append(f"its categories: {_listed(have)}" if have else
+                           "it holds no categories (index with --category-column COLUMN)")
+        for key in dict.fromkeys(key for key, _ in filters.where):
+            values = store.metadata_values(key)
+            reasons.append(f"{key}: {_listed(values)}" if values else
+                           f"no question has a {key!r} field (its fields: "
+                           f"{', '.join(sorted(store.metadata_keys())) or 'none'})")
+        if (filters.date_from or filters.date_to) and not store.dated_count():
+            reasons.append("it holds no dates (index with --date-column COLUMN, and --date-format "
+                           "for dates such as 01/03/2025)")
+        return "no questions match the filters" + (f"; {'; '.join(reasons)}" if reasons else "")
+
 
     def _dense_hits(self, vectors: np.ndarray, k: int, allowed: np.ndarray | None,
                     exclude: int | None, recall_for: int | None = None) -> list[list[Hit]]:

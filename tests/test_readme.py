@@ -45,16 +45,22 @@ def masked(text: str) -> str:
 @pytest.mark.slow
 def test_quickstart_runs_as_written_elsewhere_and_prints_what_the_readme_shows(tmp_path):
     quickstart = section("Quickstart: your own questions")
-    questions, tickets = blocks(quickstart, "csv")
+    questions, export = blocks(quickstart, "csv")
     (tmp_path / "questions.csv").write_text(questions)
-    (tmp_path / "tickets.csv").write_text(tickets)
+    (tmp_path / "export-week1.csv").write_text(export)
+    (tmp_path / "export-week2.csv").write_text(export.replace("Monday", "Tuesday"))
     first, second = (block for block in blocks(quickstart, "sh"))
     first = "\n".join(line for line in first.splitlines() if not line.startswith("askalike tui"))
     printed = run_shell(first, tmp_path)
     table = blocks(quickstart[quickstart.index("The search prints"):], "")[0]
     summary = blocks(quickstart[quickstart.index("### Any CSV"):], "")[0]
     assert masked(table) in masked(printed) and masked(summary) in masked(printed)
-    assert "Printer offline" in run_shell(second, tmp_path)
+    helpdesk = run_shell(second, tmp_path)
+    assert "Printer offline" in helpdesk and "03/02/2025" in helpdesk
+    card = helpdesk[helpdesk.index("“card payment”"):]
+    assert "C00003" in card and "C00001" not in card
+    assert "read 3 questions from export-week2.csv (in place of export-week1.csv): 1 embedded again" \
+        in " ".join(helpdesk.split())
 
 
 def test_the_lexical_example_names_words_of_the_cqa_questions(data_dir):

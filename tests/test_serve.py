@@ -68,12 +68,33 @@ def test_post_search_answers_each_query_as_get_does(reader):
     assert all(search["mode"] == "lexical" for search in singles)
 
 
-def test_post_search_reads_min_match_either_way_and_refuses_unknown_keys(reader):
-    for key in ("min_match", "min-match"):
-        strong = reader.post("/search", json={"queries": ["good school"], "k": 50, key: 0.5}).json()
-        assert all(hit["match"] >= 0.5 for hit in strong["searches"][0]["results"])
+@pytest.mark.reliability("an API parameter spelt otherwise than the CLI's option (min_match, "
+                         "date_format) or unknown", "422 naming it and the spelling taken, never ignored")
+def test_parameters_have_one_spelling_and_unknown_ones_are_refused(reader):
+    strong = reader.post("/search", json={"queries": ["good school"], "k": 50, "min-match": 0.5}).json()
+    assert all(hit["match"] >= 0.5 for hit in strong["searches"][0]["results"])
+    other = reader.post("/search", json={"queries": ["good school"], "k": 50, "min_match": 0.5})
+    assert other.status_code == 422 and "min_match (spelt min-match" in other.json()["error"]
     misspelt = reader.post("/search", json={"queries": ["good school"], "categroy": ["pizza"]})
     assert misspelt.status_code == 422 and "categroy" in misspelt.json()["error"]
+    for params, named in (({"q": "school", "min_match": "0.5"}, "min_match (spelt min-match"),
+                          ({"q": "school", "date_format": "dmy"}, "date_format (spelt date-format"),
+                          ({"q": "school", "categroy": "pizza"}, "unknown parameter categroy")):
+        answer = reader.get("/search", params=params)
+        assert answer.status_code == 422 and named in answer.json()["error"], answer.text
+    assert reader.get("/duplicates", params={"id": "q3", "min_match": "0.5"}).status_code == 422
+    assert reader.get("/search", params={"q": "school", "date-format": "dmy"}).status_code == 200
+
+
+def test_where_filters_the_api_as_the_cli(reader):
+    pizza = reader.get("/search", params={"q": "good school", "where": "category=PIZZA", "k": 50}).json()
+    assert pizza["results"] and all(hit["metadata"]["category"] == "pizza" for hit in pizza["results"])
+    posted = reader.post("/search", json={"queries": ["good school"], "where": ["category=PIZZA"], "k": 50})
+    assert posted.json()["searches"][0] == pizza
+    none = reader.get("/search", params={"q": "good school", "where": "category=nothing"}).json()
+    assert none["count"] == 0 and "category: " in none["why"] and "pizza (" in none["why"]
+    bad = reader.get("/search", params={"q": "good school", "where": "pizza"})
+    assert bad.status_code == 400 and "where 'pizza': expected KEY=VALUE" in bad.json()["error"]
 
 
 def test_search_filters_min_match_and_collapse(reader, shared_index):

@@ -61,34 +61,97 @@ def test_the_command_serves_two_workers_that_see_each_others_writes(built, tmp_p
             assert httpx.get(f"{url}/ready").json()["questions"] == 201
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists() or CHROMEDRIVER is None,
-                    reason="the page test needs /usr/bin/chromium and chromedriver "
-                           "(apt-get install chromium chromium-driver)")
-def test_the_page_shows_similar_questions_as_you_type(built, tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="the page test needs selenium")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
+BROWSER_NEEDS = ("the page test drives the page in a real headless browser: install Chromium and its "
+                 "driver (Debian: apt-get install chromium chromium-driver; pip cannot fetch a browser)")
 
+
+def _browser():
+    """Headless Chromium through Selenium, or a skip that says in one line what to install and why."""
+    if not CHROMIUM.exists() or CHROMEDRIVER is None:
+        pytest.skip(BROWSER_NEEDS)
+    webdriver = pytest.importorskip("selenium.webdriver",
+                                    reason="the page test needs selenium (the dev extra)")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,800"):
         options.add_argument(flag)
-    with served(built[0], tmp_path) as url:
-        penguins = {"id": "p1", "subject": "penguin colonies", "body": "where do penguins nest?"}
-        added = httpx.post(f"{url}/questions", headers=WRITE, json=penguins, timeout=30)
-        assert added.status_code == 200
-        browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
-        try:
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+
+
+HELPDESK = [{"id": "C1", "subject": "penguin colonies", "body": "where do penguins nest?", "team": "Zoo",
+             "received": "2025-03-01"},
+            {"id": "C2", "subject": "penguin colonies", "body": "where do penguins nest?", "team": "Zoo",
+             "received": "2025-03-02"},
+            {"id": "C3", "subject": "penguin colonies in winter", "body": "where do penguins nest?",
+             "team": "Billing", "received": "2025-01-05"}]
+
+
+@pytest.mark.slow
+def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_path):
+    """The page as a colleague keeps it open: results, metadata, filters, keys, duplicates, adding."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser = _browser()
+    try:
+        with served(built[0], tmp_path) as url:
+            added = httpx.post(f"{url}/questions", headers=WRITE, json=HELPDESK, timeout=60)
+            assert added.status_code == 200, added.text
             browser.get(url + "/")
+            wait = WebDriverWait(browser, 30)
+
+            def hits():
+                return browser.find_elements(By.CSS_SELECTOR, "li.hit")
+
             browser.find_element(By.ID, "q").send_keys("penguin colonies where do penguins nest")
-            wait = WebDriverWait(browser, 20)
-            first = wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "li.hit")))
-            assert first.find_element(By.CLASS_NAME, "subject").text == "penguin colonies"
-            assert first.find_element(By.CLASS_NAME, "match").text.endswith("%")
-            first.click()
-            wait.until(expected_conditions.visibility_of_element_located((By.ID, "question")))
-            assert browser.find_element(By.ID, "question-body").text == "where do penguins nest?"
-        finally:
-            browser.quit()
+            wait.until(lambda _: len(hits()) >= 2)
+            first = hits()[0]
+            match, subject = (first.find_element(By.CLASS_NAME, name) for name in ("match", "subject"))
+            assert match.text.endswith("%") and subject.text.startswith("penguin colonies")
+            assert match.location["x"] + match.size["width"] <= subject.location["x"]  # "100%" apart
+            assert "team Zoo" in first.find_element(By.CLASS_NAME, "meta").text
+            # Enter opens the selected question beside the results, with its metadata and duplicates
+            browser.find_element(By.ID, "q").send_keys(Keys.ENTER)
+            wait.until(lambda _: browser.find_element(By.ID, "question").is_displayed())
+            question = browser.find_element(By.ID, "question")
+            results = browser.find_element(By.ID, "results")
+            assert question.location["x"] >= results.location["x"] + results.size["width"] - 1
+            assert abs(question.location["y"] - results.location["y"]) < 5  # side by side, not below
+            wait.until(lambda _: "team" in browser.find_element(By.ID, "question-meta").text)
+            opened = browser.find_element(By.ID, "question-meta").text
+            wait.until(lambda _: "id C" in browser.find_element(By.ID, "duplicates").text)
+            duplicate = browser.find_element(By.ID, "duplicates").text
+            assert {"C1", "C2"} & set(opened.split()) and ("id C1" in duplicate or "id C2" in duplicate)
+            # ArrowDown moves the selection and shows that question
+            selected_before = browser.find_element(By.CSS_SELECTOR, "li.hit.selected").get_attribute(
+                "data-id")
+            browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_DOWN)
+            wait.until(lambda _: browser.find_element(By.CSS_SELECTOR, "li.hit.selected")
+                       .get_attribute("data-id") != selected_before)
+            # a metadata filter: only team Billing
+            browser.find_element(By.ID, "where").send_keys("team=Billing")
+            wait.until(lambda _: [hit.get_attribute("data-id") for hit in hits()] == ["C3"])
+            browser.find_element(By.ID, "where").clear()
+            browser.find_element(By.ID, "category").send_keys("nothing")
+            wait.until(lambda _: "no questions match" in browser.find_element(By.ID, "status").text)
+            browser.find_element(By.ID, "category").send_keys(Keys.BACKSPACE * 7)
+            wait.until(lambda _: len(hits()) >= 2 and not browser.find_element(By.ID, "status").text)
+            browser.find_element(By.ID, "q").send_keys(Keys.ENTER)  # the best hit opened
+            wait.until(lambda _: "id C" in browser.find_element(By.ID, "duplicates").text)
+            browser.save_screenshot(str(tmp_path / "page.png"))
+            # adding a question with the key
+            browser.find_element(By.ID, "show-add").click()
+            browser.find_element(By.ID, "key").send_keys(KEY)
+            for field, text in (("add-id", "C9"), ("add-subject", "penguin chicks"),
+                                ("add-body", "when do penguin chicks hatch?"), ("add-metadata", "team=Zoo")):
+                browser.find_element(By.ID, field).send_keys(text)
+            browser.find_element(By.CSS_SELECTOR, "#add button[type=submit]").click()
+            wait.until(lambda _: "added" in browser.find_element(By.ID, "add-status").text)
+            assert httpx.get(f"{url}/questions/C9").json()["metadata"] == {"team": "Zoo"}
+    finally:
+        browser.quit()
+    screenshots = os.environ.get("ASKALIKE_SCREENSHOTS")  # docs/page.png is made this way
+    if screenshots:
+        shutil.copy(tmp_path / "page.png", Path(screenshots) / "page.png")

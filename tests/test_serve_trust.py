@@ -140,7 +140,7 @@ def test_api_writes_are_validated_as_file_rows(built, tmp_path, row):
      "400 saying what and where, not `6: JSON decode error`"),
     ("an ambiguous date (`since=10/01/2024`)",
      ("get", "/search", {"params": {"q": "visa", "since": "10/01/2024"}}), 400,
-     r"give date_format dmy or mdy", "400 naming the parameter `date_format`, not the CLI's option"),
+     r"give date-format dmy or mdy", "400 naming the parameter `date-format`, spelt as the CLI's option"),
     ("`min-match=50` (percent without %)", ("get", "/search", {"params": {"q": "visa", "min-match": "50"}}),
      422, r"min-match '50': a number without % is a fraction from 0 to 1; for 50 percent write 50%",
      "422 as the CLI refuses it"),

@@ -249,3 +249,34 @@ def test_live_ids_names_only_the_questions_still_stored(database_url):
         ids = store.write("a.csv", _questions(3), _vectors(3), [None, None, None])
         store.delete(ids[:1])
         assert store.live_ids([*ids, max(ids) + 100]) == set(ids[1:])
+
+
+def test_metadata_filters_roles_and_renamed_sources(database_url):
+    """``where`` compares a metadata field trimmed and in any case (values of one key: any of
+    them); a category read from another column (``category_field``) is what category filters
+    compare; ``rename_source`` gives a source's questions to another name (``index --replace``)."""
+    rows = [({"team": "Billing", "n": 1}, "C1"), ({"team": " billing "}, "C2"), ({"team": "Sales"}, "C3"),
+            ({}, "C4")]
+    questions = [SourceQuestion(external_id, "s", f"b {external_id}", metadata, category_field="team")
+                 for metadata, external_id in rows]
+    with Store(database_url) as store:
+        ids = dict(zip([q.external_id for q in questions],
+                       store.write("/a/w1.csv", questions, _vectors(4), [None] * 4), strict=True))
+
+        def matching(**filters: object) -> set[str]:
+            found = set(store.ids_matching(**filters).tolist())
+            return {name for name, row_id in ids.items() if row_id in found}
+
+        assert matching(where=[("team", "BILLING")]) == {"C1", "C2"}
+        assert matching(where=[("team", "billing"), ("team", "sales")]) == {"C1", "C2", "C3"}
+        assert matching(where=[("team", "billing"), ("n", "1")]) == {"C1"}
+        assert matching(where=[("nothing", "x")]) == set()
+        assert matching(categories=["billing"]) == {"C1", "C2"}
+        assert store.category_counts() == {"Billing": 2, "Sales": 1}
+        assert store.metadata_values("team") == {"Billing": 2, "Sales": 1}
+        assert store.metadata_keys() == {"team", "n"}
+        assert store.dated_count() == 0
+        assert store.rename_source("/a/w1.csv", "/a/w2.csv") == 4
+        assert store.counts_by_source() == {"/a/w2.csv": 4}
+        store.remember("date_order", "dmy")
+        assert store.setting("date_order") == "dmy"

@@ -480,3 +480,29 @@ def test_small_terminal_snapshot(snap_compare, index_dir):
         await settle(pilot)
 
     assert snap_compare(make_app(index_dir), terminal_size=(80, 24), run_before=search)
+
+
+@pytest.mark.slow
+@synchronously
+async def test_a_metadata_filter_is_typed_as_key_value(index_dir):
+    app = make_app(index_dir)
+    notices: list[str] = []
+    app.notify = lambda message, **_: notices.append(str(message))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"cheap", "enter")
+        await settle(pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        await pilot.click("#where")
+        await pilot.press(*"category", "enter")  # not KEY=VALUE: said, and the dialog stays
+        await pilot.pause()
+        assert isinstance(app.screen, FilterScreen) and "expected KEY=VALUE" in notices[-1]
+        app.screen.query_one("#where", Input).value = "category=CAR"
+        await pilot.click("#where")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.results and all(r.metadata["category"] == "car" for r in app.results)
+        assert filters_shown(app) == "filters: category=CAR (c clears)"
+        screenshots = os.environ.get("ASKALIKE_SCREENSHOTS")  # docs/tui.svg is made this way
+        if screenshots:
+            app.save_screenshot(filename="tui.svg", path=screenshots)

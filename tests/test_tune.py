@@ -310,3 +310,63 @@ def test_the_summary_reads_the_record_of_a_run_from_before_scores_and_teachers()
     old = {"base": "models/fast", "pairs_file": "runs/pairs.csv", "dev_file": None, "train_pairs": 300,
            "hard_negatives": 0, "steps": 90, "before": figures, "after": {**figures, "dev_score": 0.95}}
     assert tune_summary(old, "my-model")[0] == "tuned models/fast on pairs.csv in 90 steps: 300 alike pairs"
+
+
+@pytest.mark.slow
+def test_tune_says_how_long_it_will_take_before_it_starts(tmp_path, tiny_model):
+    pairs = write_pairs(tmp_path / "pairs.csv")
+    result = invoke("tune", tiny_model, "--pairs", pairs, "--out", tmp_path / "tuned", "--epochs", "2",
+                    "--learning-rate", "0.01")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"tuning: about [\d.]+ (s|min \d+ s) an epoch on this machine, up to [\d.]+ (s|min "
+                     r"\d+ s) for 2 epochs; the bar shows the time left\. Ctrl-C stops; `--resume` then "
+                     r"continues", " ".join(result.stderr.split())), result.stderr
+
+
+def test_the_estimate_counts_each_step_s_texts_and_what_a_resumed_run_has_left():
+    from train.pair_tuning import STEP_COST, estimate
+
+    planned = estimate(steps_per_epoch=10, epochs=3, batch=8, dev_seconds=2.0, dev_texts=40)
+    assert planned.epoch_seconds == pytest.approx(10 * 2 * 8 * (2.0 / 40) * STEP_COST + 2.0)
+    assert planned.total_seconds == pytest.approx(3 * planned.epoch_seconds)
+    resumed = estimate(10, 3, 8, 2.0, 40, done_steps=15)
+    assert resumed.total_seconds == pytest.approx(1.5 * planned.epoch_seconds)
+
+
+@pytest.mark.reliability("Ctrl-C during `tune`", "exit 130 saying whether a checkpoint was kept and that "
+                         "--resume continues it")
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_an_interrupted_tune_says_how_to_resume(tmp_path, tiny_model, monkeypatch, checkpointed):
+    from train.pair_tuning import CHECKPOINT_FILE
+    from train.trainer import Trainer
+
+    def interrupted(self, **_):
+        if checkpointed:
+            (self.run_dir / CHECKPOINT_FILE).write_bytes(b"a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "run", interrupted)
+    result = invoke("tune", tiny_model, "--pairs", write_pairs(tmp_path / "pairs.csv"), "--out",
+                    tmp_path / "tuned", "--run-dir", tmp_path / "run")
+    assert result.exit_code == 130
+    said = " ".join(result.stderr.split())
+    if checkpointed:
+        assert f"the run so far is kept in {tmp_path / 'run'}; run the same command with --resume" in said
+    else:
+        assert "interrupted before the first checkpoint" in said and not (tmp_path / "run").exists()
+    assert not (tmp_path / "tuned").exists()
+
+
+@pytest.mark.reliability("a tuned model that scores one held-out figure below its base",
+                         "a warning naming the figure, before and after (never silent)")
+def test_a_figure_that_falls_is_said():
+    from app.summaries import tune_summary
+
+    before = {"dev_pairs": 40, "dev_ranking_accuracy": 0.90, "dev_top1": 0.929, "dev_score": 0.90}
+    after = {"dev_pairs": 40, "dev_ranking_accuracy": 0.95, "dev_top1": 0.886, "dev_score": 0.95}
+    record = {"base": "models/fast", "pairs_file": "pairs.csv", "dev_file": None, "train_pairs": 300,
+              "hard_negatives": 0, "steps": 90, "before": before, "after": after}
+    lines = tune_summary(record, "tuned")
+    warning = next(line for line in lines if line.startswith("warning: "))
+    assert "alike partner nearest fell from 92.9% to 88.6%" in warning
+    assert not any(line.startswith("warning") for line in tune_summary({**record, "after": before}, "t"))

@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,13 +261,43 @@ def distillation_texts(pairs: Sequence[LabelledPair], kind: str, settings: TuneS
     return sorted({text for pair in pairs for text in (pair.text_a, pair.text_b)})
 
 
+STEP_COST = 3.0  # a training step's time over the forward pass of its texts (forward and backward)
+
+
+@dataclass(frozen=True)
+class TuneEstimate:
+    """How long a tune will take, from the time the base took to embed the held-out texts:
+    each step embeds its pairs' texts forward and backward (``STEP_COST`` times a forward pass),
+    and each epoch ends with the held-out texts embedded again."""
+
+    steps_per_epoch: int
+    epochs: int
+    epoch_seconds: float
+    done_steps: int = 0  # a resumed run's
+
+    @property
+    def total_seconds(self) -> float:
+        left = self.epochs * self.steps_per_epoch - self.done_steps
+        return self.epoch_seconds * max(left, 0) / max(self.steps_per_epoch, 1)
+
+
+def estimate(steps_per_epoch: int, epochs: int, batch: int, dev_seconds: float, dev_texts: int,
+             done_steps: int = 0) -> TuneEstimate:
+    """``TuneEstimate`` from the seconds the held-out ``dev_texts`` took to embed."""
+    per_text = dev_seconds / max(dev_texts, 1)
+    epoch = steps_per_epoch * 2 * batch * per_text * STEP_COST + dev_seconds
+    return TuneEstimate(steps_per_epoch, epochs, epoch, done_steps)
+
+
 def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSettings,
-         dev_file: Path | None = None, resume: bool = False, show_progress: bool = True) -> dict[str, Any]:
+         dev_file: Path | None = None, resume: bool = False, show_progress: bool = True,
+         on_estimate: Callable[[TuneEstimate], None] | None = None) -> dict[str, Any]:
     """Tune ``base`` on the pairs, save the complete model directory ``out`` (config, weights,
     ONNX export of a transformer, metrics.json with the dev figures before and after and the
     data's SHA-256), and return that record. ``run_dir`` keeps the checkpoints (``resume``);
     pairs that cannot teach are refused before it is made, and one that a failed run made is
-    removed unless it holds a checkpoint to resume from."""
+    removed unless it holds a checkpoint to resume from. ``on_estimate`` is told how long the
+    run will take once the base has been measured on the held-out pairs, before training starts."""
     if out.exists():
         raise ModelError(f"{out} exists: choose a new --out directory")
     finished = run_dir / "model" / "metrics.json"
@@ -280,7 +311,17 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     _require_a_batch(pairs_file, data, size, settings.seed * 1000)
     with _run_directory(run_dir):
         return _tuned(base, pairs_file, out, run_dir, settings, dev_file, train, dev, data, kind, size,
-                      resume, show_progress)
+                      resume, show_progress, on_estimate)
+
+
+def _checkpoint_step(run_dir: Path) -> int:
+    """The step of the run directory's checkpoint (0: none), read from its log."""
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    steps = [json.loads(line).get("step", 0) for line in lines if line.strip().startswith("{")]
+    return max(steps, default=0)
 
 
 @contextmanager
@@ -302,7 +343,8 @@ def _run_directory(run_dir: Path) -> Iterator[None]:
 
 def _tuned(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSettings,
            dev_file: Path | None, train: list[LabelledPair], dev: list[LabelledPair], data: TrainingData,
-           kind: str, size: int, resume: bool, show_progress: bool) -> dict[str, Any]:
+           kind: str, size: int, resume: bool, show_progress: bool,
+           on_estimate: Callable[[TuneEstimate], None] | None = None) -> dict[str, Any]:
     """``tune`` once the pairs are read and checked: the teacher's vectors, the trainer's run and
     the model saved."""
     finished = run_dir / "model" / "metrics.json"
@@ -317,7 +359,12 @@ def _tuned(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: Tune
     # the trainer reads no benchmark data here: the pairs are given, the dev figures replace STSb's
     trainer = Trainer(config, run_dir, run_dir, data,
                       dev_evaluation=lambda encoder: dev_figures(encoder.eval(), dev), device=settings.device)
+    started = time.perf_counter()
     before = dev_figures(load_model(base).encoder.to(trainer.device), dev)
+    if on_estimate is not None:
+        done = _checkpoint_step(run_dir) if resume else 0
+        on_estimate(estimate(plan.steps, settings.epochs, size, time.perf_counter() - started,
+                             2 * len(dev), done))
     stop = BestEpoch(trainer.model.encoder, before["dev_score"])
     try:
         model = trainer.run(resume=resume, show_progress=show_progress, stop=stop)

@@ -25,7 +25,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.security import BodyLimit, KeyChecker, SafeJSONResponse, TextGuard, public_message
+from app.server.security import (
+    BodyLimit,
+    KeyChecker,
+    SafeJSONResponse,
+    TextGuard,
+    public_message,
+    unknown_parameters,
+)
 from app.server.settings import ServerSettings, api_keys
 from core.datasets import JsonError, json_value
 from core.errors import UserError
@@ -97,11 +104,21 @@ class StrictJsonRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        known = sorted(_query_names(self.dependant))
 
         async def strict(request: Request) -> Response:
+            unknown = [name for name in dict.fromkeys(request.query_params) if name not in known]
+            if unknown:  # a misspelt parameter is refused, never ignored
+                return _error(422, unknown_parameters(unknown, known))
             return await handler(StrictJsonRequest(request.scope, request.receive))
 
         return strict
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters an endpoint takes, its dependencies' included."""
+    return {param.alias for param in dependant.query_params}.union(
+        *(_query_names(inner) for inner in dependant.dependencies))
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -25,11 +25,12 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    model_validator,
 )
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.security import SafeJSONResponse, public_message
+from app.server.security import SafeJSONResponse, public_message, unknown_parameters
 from app.server.settings import Limits
 from core.dates import DateOrder
 from core.numbers import ShareError, integer, share
@@ -49,6 +50,9 @@ _Answer = TypeVar("_Answer")
 Source = Annotated[list[str] | None, Query(description="only this source (its name as hits show it, "
                                                        "or its file name); repeatable")]
 Category = Annotated[list[str] | None, Query(description="only this category (any case); repeatable")]
+Where = Annotated[list[str] | None, Query(description="only questions whose metadata column KEY is "
+                                                      "VALUE (KEY=VALUE, any case), as --where; "
+                                                      "repeatable")]
 Since = Annotated[str | None, Query(description="only questions dated on or after this date")]
 Until = Annotated[str | None, Query(description="only questions dated on or before this date")]
 MIN_MATCH_HELP = ("leave out hits whose match is below this: 50% or 0.5 (a number without % is a "
@@ -57,11 +61,13 @@ MinMatch = Annotated[str | None, Query(alias="min-match", description=MIN_MATCH_
 Collapse = Annotated[bool, Query(description="fold near-duplicates into the better hit they duplicate")]
 QUESTIONS_BODY = "a question object (id, subject or title, body, other keys kept as metadata) or an array"
 WriteSource = Annotated[str, Query(description="the source the questions belong to")]
-WriteDateFormat = Annotated[DateOrder | None, Query(description="how to read a date written in numbers "
-                                                                "only, such as 10/01/2024")]
+DATE_FORMAT = "date-format"  # the parameter that says how to read 10/01/2024 (spelt as the CLI's)
+DATE_FORMAT_HELP = "how to read a date written in numbers only, such as 10/01/2024"
+DateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP
+                                               + " (default: as the index was built)")]
+WriteDateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP)]
 # a question's id in the path: it may hold a "/" (`/questions/a%2Fb`), as an id in a file may
 QuestionId = Annotated[str, PathParam(description="the question's id in your collection")]
-DATE_FORMAT = "date_format"  # the parameter that says how to read 10/01/2024 (messages name it)
 
 
 def _whole_number(value: Any) -> Any:
@@ -89,26 +95,38 @@ def _min_match(value: str | float | None, default: float = 0.0) -> float:
         raise HTTPException(422, str(err)) from None
 
 
-def _filters(source: list[str] | None, category: list[str] | None, since: str | None, until: str | None,
-             date_format: DateOrder | None) -> "SearchFilters":
-    from retrieval.searcher import SearchFilters
-
-    if any("\x00" in text for text in [*(source or ()), *(category or ()), since or "", until or ""]):
+def _filters(searcher: "Searcher", source: list[str] | None, category: list[str] | None,
+             since: str | None, until: str | None, date_format: DateOrder | None,
+             where: list[str] | None) -> "SearchFilters":
+    """The search's filters as the CLI's (``Searcher.filters``: dates read as the index's are)."""
+    texts = [*(source or ()), *(category or ()), *(where or ()), since or "", until or ""]
+    if any("\x00" in text for text in texts):
         raise HTTPException(400, "a filter holds a NUL character: send text")
-    return SearchFilters(tuple(source or ()), tuple(category or ()), since, until, date_format, DATE_FORMAT)
+    return searcher.filters(source or (), category or (), since, until, date_format, where or (),
+                            DATE_FORMAT, "where")
 
 
 def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "SearchFilters",
               mode: SearchMode | None, min_match: float, collapse: bool) -> list[dict[str, Any]]:
     """Each query's ``search --json`` object, its sources named as a client sees them."""
     from retrieval.results import Shown, search_payload
+    from retrieval.searcher import SearchError
 
     shown = Shown(k, min_match, collapse)
     mode_run = mode or searcher.default_mode
-    return [search_payload(shown.of(searcher, results), mode_run, query=query,
-                           source_label=searcher.source_label)
-            for query, results in zip(queries, searcher.search_many(queries, shown.depth, filters, mode),
-                                      strict=True)]
+    try:
+        found = searcher.search_many(queries, shown.depth, filters, mode)
+    except SearchError as err:
+        raise HTTPException(400, str(err)) from None
+    payloads = [search_payload(shown.of(searcher, results), mode_run, query=query,
+                               source_label=searcher.source_label)
+                for query, results in zip(queries, found, strict=True)]
+    if filters and any(not payload["results"] for payload in payloads):
+        why = searcher.why_nothing(filters)
+        for payload in payloads:
+            if not payload["results"]:
+                payload["why"] = why
+    return payloads
 
 
 async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer]) -> _Answer:
@@ -146,8 +164,8 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
     K = Annotated[int, BeforeValidator(_whole_number), Query(ge=1, le=limits.k, description="results")]
 
     class BatchSearch(BaseModel):
-        # min_match or min-match; a misspelt key is refused, never ignored
-        model_config = ConfigDict(populate_by_name=True, extra="forbid")
+        # spelt as the CLI's options (min-match); a misspelt key is refused, never ignored
+        model_config = ConfigDict(extra="forbid")
 
         queries: list[Annotated[str, Field(min_length=1, max_length=limits.query_chars)]] = Field(
             min_length=1, max_length=limits.batch)
@@ -155,11 +173,23 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
         mode: SearchMode | None = None
         source: list[str] = []
         category: list[str] = []
+        where: list[str] = []
         since: str | None = None
         until: str | None = None
-        date_format: DateOrder | None = None
+        date_format: DateOrder | None = Field(None, alias=DATE_FORMAT)
         min_match: StrictStr | StrictFloat | StrictInt | None = Field(None, alias="min-match",
                                                                      description=MIN_MATCH_HELP)
+
+        @model_validator(mode="before")
+        @classmethod
+        def _one_spelling(cls, data: Any) -> Any:
+            """The keys are spelt as the query parameters (and the CLI's options): ``min-match``;
+            ``min_match`` is refused with that spelling, not read nor ignored."""
+            if isinstance(data, dict):
+                for key in data:
+                    if key in ("min_match", "date_format"):
+                        raise ValueError(unknown_parameters([key], ["min-match", DATE_FORMAT]))
+            return data
         collapse: StrictBool = False
 
     @api.get("/health", tags=["state"])
@@ -193,23 +223,26 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
 
     @api.get("/search", tags=["search"], dependencies=[reader])
     async def search(q: Text, k: K = 10, mode: SearchMode | None = None, source: Source = None,
-               category: Category = None, since: Since = None, until: Until = None,
-               date_format: DateOrder | None = None, min_match: MinMatch = None,
+               category: Category = None, where: Where = None, since: Since = None, until: Until = None,
+               date_format: DateFormat = None, min_match: MinMatch = None,
                collapse: Collapse = False) -> dict[str, Any]:
         """The questions most alike ``q``: the object `askalike search --json` prints (each
-        hit's source by its name, not its path on the server)."""
-        filters, lowest = _filters(source, category, since, until, date_format), _min_match(min_match)
+        hit's source by its name, not its path on the server); ``why`` says why a filtered search
+        found nothing."""
+        lowest = _min_match(min_match)
         return await _answered(loaded.require(), lambda searcher: _searched(
-            searcher, [q], k, filters, mode, lowest, collapse)[0])
+            searcher, [q], k, _filters(searcher, source, category, since, until, date_format, where),
+            mode, lowest, collapse)[0])
 
     @api.post("/search", tags=["search"], dependencies=[reader])
     async def search_many(request: BatchSearch) -> dict[str, Any]:
         """Several queries at once: ``{"searches": [...]}``, one `search --json` object each."""
-        filters = _filters(request.source, request.category, request.since, request.until,
-                           request.date_format)
         lowest = _min_match(request.min_match)
         return await _answered(loaded.require(), lambda searcher: {"searches": _searched(
-            searcher, request.queries, request.k, filters, request.mode, lowest, request.collapse)})
+            searcher, request.queries, request.k,
+            _filters(searcher, request.source, request.category, request.since, request.until,
+                     request.date_format, request.where),
+            request.mode, lowest, request.collapse)})
 
     @api.get("/duplicates", tags=["search"], dependencies=[reader])
     def duplicates(id: Annotated[str | None, Query(description="a stored question's id")] = None,

@@ -141,3 +141,13 @@ async def _send_error(send: Send, status: int, message: str) -> None:
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+def unknown_parameters(unknown: list[str], known: list[str]) -> str:
+    """The message for parameters an endpoint does not take: each named, with its spelling
+    where it is a known one spelt another way (``min_match``: ``min-match``, the CLI's spelling)."""
+    def spelt(name: str) -> str:
+        other = next((k for k in known if k.replace("-", "_") == name.replace("-", "_")), None)
+        return f"{name} (spelt {other}, as the CLI's --{other})" if other else name
+    return (f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(spelt, unknown))}: "
+            f"this endpoint takes {', '.join(known) or 'no parameters'}")
