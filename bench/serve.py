@@ -124,7 +124,9 @@ class Server:
     collection: int
     writer: Writer
     count: Callable[[], int]
+    trivial: str = "/health"  # a request that does no work: its time is the server's and HTTP's floor
     index: str = ""  # what its index holds beyond the dense vectors, if it says so ("hybrid index")
+    keepalive_ms: float = 0.0  # the median time of ``trivial`` on a kept-alive connection
     writes_ok: bool = True
     note: str = ""
     written: int = 0
@@ -337,6 +339,23 @@ def txtai_writer(url: str, size: int) -> Writer:
     return write
 
 
+def keepalive_ms(url: str, path: str, requests: int = 20) -> float:
+    """The median time of ``path`` on one kept-alive connection, the first request left out: the
+    floor of every search a client on a kept-alive connection sends. uvicorn's ``--workers N`` (N
+    > 1) serves on a socket without TCP_NODELAY (Kludex/uvicorn#3149), and a response then waits
+    for the client's delayed ACK, about 40 ms on Linux."""
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+    times = []
+    for _ in range(requests + 1):
+        started = time.perf_counter()
+        connection.request("GET", path)
+        connection.getresponse().read()
+        times.append((time.perf_counter() - started) * 1000)
+    connection.close()
+    return float(np.median(times[1:]))
+
+
 def probe_writes(python: str, index: Path, workers: int, texts: list[str], args: argparse.Namespace,
                  work: Path) -> str:
     """Whether txtai's writes work at ``workers``: a throwaway server on its own copy of ``index``
@@ -401,7 +420,7 @@ def start_peer(stack: ExitStack, python: str, index: Path, workers: int, mode: s
     log = work / f"{name}.log"
     child = stack.enter_context(process(command, log, {"CONFIG": str(config)}))
     server = Server(f"txtai {PEER_MODEL}", workers, url, args.questions, txtai_writer(url, args.write_batch),
-                    lambda: int(httpx.get(f"{url}/count").json()), index=f"{mode} index")
+                    lambda: int(httpx.get(f"{url}/count").json()), trivial="/count", index=f"{mode} index")
     plan.servers.append(server)
     plan.targets.append(Target(server, mode, lambda q: "/search?" + urlencode({"query": q, "limit": K})))
     return lambda: wait_until_up(f"{url}/count", child, log)
@@ -497,6 +516,8 @@ def main() -> None:
                   for mode, index in peer_indexes.items() for workers in args.workers]
         for wait in waits:
             wait()
+        for server in plan.servers:
+            server.keepalive_ms = keepalive_ms(server.url, server.trivial)
         # the systems to compare next to each other: by workers, then mode, askalike before txtai
         plan.targets.sort(key=lambda t: (-t.server.workers, t.mode != "hybrid", t.mode, is_peer(t)))
         for server in plan.servers:
@@ -562,6 +583,14 @@ def report_body(args: argparse.Namespace, plan: Plan, table: str, checks: list[s
             + (f"\n\n{differs}" if differs else "") + f"\n\n{table}"
             + (f"\n\naskalike over txtai at the same workers, mode, clients and writer:\n\n{compared}"
                if compared else "")
+            + "\n\nA request that does no work (askalike's GET /health, txtai's GET /count), median of 20 "
+            "on one kept-alive connection after the first, before the runs: the floor under every "
+            "search of a client that keeps its connection (uvicorn's `--workers N` above 1 serves "
+            "without TCP_NODELAY, Kludex/uvicorn#3149: a response then waits for the client's delayed "
+            "ACK, about 40 ms on Linux; one worker is not affected):\n\n"
+            + markdown_table(["system", "workers", "ms"],
+                             [[f"{server.system}" + (f" ({server.index})" if server.index else ""),
+                               server.workers, f"{server.keepalive_ms:.1f}"] for server in plan.servers])
             + f"\n\nCounts checked after the runs: {'; '.join(checks)}.")
 
 
