@@ -1,5 +1,6 @@
-"""What every benchmark shares: the questions it runs on, the machine it ran on, and the
-report (docs/benchmarks.md) whose sections each script rewrites with its own table."""
+"""What every benchmark shares: the questions it runs on, the machine it ran on, the thread
+settings every system it compares runs under, the order it runs them in, and the report
+(docs/benchmarks.md) whose sections each script rewrites with its own table."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -123,18 +124,61 @@ def machine() -> str:
                         "numpy", "sqlalchemy"]))
 
 
-def run_child(module: str, arguments: Sequence[str], what: str) -> dict[str, Any]:
-    """``python -m module *arguments`` in a fresh process (so that its peak RSS is its own):
-    the JSON object its last line prints; its stderr if it fails."""
-    child = subprocess.run([sys.executable, "-m", module, *arguments], cwd=ROOT, capture_output=True,
-                           text=True)
+T = TypeVar("T")
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment that caps a process at ``threads`` compute threads, whichever libraries it
+    computes with: OpenMP (FAISS, and torch's intra-op pool, which follows OMP_NUM_THREADS), MKL
+    and OpenBLAS (numpy), and Hugging Face tokenizers' own pool off. A benchmark gives every
+    system it compares the same one (ONNX Runtime reads none of these: askalike passes the
+    count to its sessions itself)."""
+    count = str(threads)
+    return {"OMP_NUM_THREADS": count, "MKL_NUM_THREADS": count, "OPENBLAS_NUM_THREADS": count,
+            "TOKENIZERS_PARALLELISM": "false"}
+
+
+def describe_threads(threads: int) -> str:
+    """``thread_env(threads)`` as a report states it."""
+    return ", ".join(f"`{name}={value}`" for name, value in thread_env(threads).items())
+
+
+def alternated(systems: Sequence[T], rounds: int) -> list[list[T]]:
+    """The order to run ``systems`` in, round by round: as given, then reversed, and so on
+    (A B, B A, A B, ...), so that no system always runs first or last on a machine whose load
+    drifts."""
+    return [list(systems) if number % 2 == 0 else list(reversed(systems)) for number in range(rounds)]
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (other programs' demand on its cores, and ours)."""
+    return os.getloadavg()[0]
+
+
+def run_child(module: str, arguments: Sequence[str], what: str, threads: int | None = None,
+              python: str | None = None) -> dict[str, Any]:
+    """``python -m module *arguments`` in a fresh process (so that its peak RSS is its own),
+    under ``thread_env(threads)`` if given, by ``python`` if given (a peer's own interpreter; a
+    module path ending in .py then runs as a script): the JSON object its last line prints; its
+    stderr if it fails."""
+    command = ([python or sys.executable, module] if module.endswith(".py")
+               else [python or sys.executable, "-m", module])
+    child = subprocess.run([*command, *arguments], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, **(thread_env(threads) if threads else {})})
     if child.returncode:
         raise SystemExit(f"{what} failed:\n{child.stderr}")
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident memory so far."""
+    """This process's own peak resident memory so far: VmHWM, the high-water mark of its memory
+    since it started its program. (ru_maxrss is no measure of a child's own: Linux carries the
+    parent's high-water mark over the fork and exec, so a child of a parent holding 700 MiB
+    reports at least 700 MiB.)"""
+    with contextlib.suppress(OSError, AttributeError):
+        match = re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text())
+        if match:
+            return int(match.group(1)) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

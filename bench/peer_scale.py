@@ -1,21 +1,33 @@
-"""The scale benchmark's peer: sentence-transformers + FAISS as a user would write it, on the
-same texts and queries as one of bench.scale's sizes, side by side with askalike's rows.
+"""The scale benchmark's peers, measured in the same run as askalike: sentence-transformers +
+FAISS as a user would write it, and txtai's ``Embeddings``, on the same texts and queries, each
+index type built by every system.
 
-    .venv/bin/python -m bench.peer_scale [--size 100000] [--txtai]
+    .venv/bin/python -m bench.peer_scale [--size 100000] [--model models/fast] [--types flat hnsw]
+                                         [--rounds 2] [--peer-python PYTHON]
 
-The peer encodes the texts with all-MiniLM-L6-v2 (``SentenceTransformer.encode`` at its default
-batch size, normalised) and adds them to ``IndexFlatIP`` and to ``IndexHNSWFlat(dim, 32)`` at
-FAISS's defaults, in one fresh process whose peak RSS is reported (one figure for both, as the
-process holds both). askalike's figures are read from docs/scale/scale.json (run bench.scale
-first); its queries are held out of its largest size, as bench.scale holds them out.
-``--txtai`` adds txtai's ``Embeddings`` on the same model (``pip install txtai``), if it imports.
+The texts and queries are bench.scale's (distinct conversation texts, 1,000 held out as
+queries). askalike builds each type as bench.scale does (``index_sources`` in a fresh process).
+The sentence-transformers peer encodes with all-MiniLM-L6-v2 (``SentenceTransformer.encode`` at
+its default batch size, normalised) and adds the vectors to ``IndexFlatIP`` and to
+``IndexHNSWFlat`` with askalike's HNSW parameters (links, efConstruction, efSearch for the size:
+``indexer.tuning``), in one fresh process (one peak RSS for both). txtai (in its own virtual
+environment, ``--peer-python``; bench/txtai_peer.py) builds each type in its faiss backend with
+the same FAISS structure; it has no setting for HNSW's efConstruction or efSearch.
+
+The same thread settings for every system (``bench.common.thread_env``): builds at one thread a
+core, latency at one thread (askalike and sentence-transformers: the FAISS search of one encoded
+query at a time; txtai: its search of the text, query encoding included). The systems alternate,
+round by round in an order that reverses (A B C, C B A, ...); each time is the best of the
+rounds, peak RSS the largest, and the report gives the 1-minute load average when each build
+started.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
+import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -24,12 +36,27 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import ROOT, markdown_table, peak_rss_mib, recall_at_k, run_child, write_section
-from bench.scale import K, latencies_ms, split_texts
+from bench.common import (
+    ROOT,
+    alternated,
+    describe_threads,
+    load_average,
+    markdown_table,
+    peak_rss_mib,
+    recall_at_k,
+    run_child,
+    write_section,
+)
+from bench.scale import K, build_in_child, latencies_ms, measure, split_texts
 from core.model_dir import PRETRAINED
+from indexer.tuning import choose_parameters
 
 PEER_MODEL = "all-MiniLM-L6-v2"
-HNSW_LINKS = 32
+PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
+TXTAI_COMPONENTS = {"flat": "IDMap,Flat", "hnsw": "IDMap,HNSW{links}"}
+ASKALIKE, SENTENCE_TRANSFORMERS, TXTAI = "askalike", "sentence-transformers + FAISS", "txtai"
+BUILD_THREADS = os.cpu_count() or 1  # every build: one thread a core
+LATENCY_THREADS = 1  # every latency: one query at a time on one thread
 
 
 def peer_model() -> Any:
@@ -38,139 +65,196 @@ def peer_model() -> Any:
     return SentenceTransformer(str(PRETRAINED[PEER_MODEL]()), device="cpu")
 
 
-def build_peer(source: Path, out: Path) -> dict[str, Any]:
-    """In a fresh process: embed, add to a flat and an HNSW index, write both."""
+def hnsw_parameters(size: int) -> dict[str, Any]:
+    """askalike's HNSW parameters for ``size`` vectors (they do not depend on the dimension)."""
+    return choose_parameters("hnsw", size, 0)
+
+
+def build_sentence_transformers(source: Path, out: Path, types: list[str]) -> dict[str, Any]:
+    """In a fresh process: embed, add to a flat and/or an HNSW index, write them."""
     started = time.perf_counter()
-    texts = [json.loads(line)["text"] for line in source.read_text(encoding="utf-8").splitlines()]
+    texts = json.loads(source.read_text(encoding="utf-8"))
     vectors = peer_model().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-    embedded = time.perf_counter()  # read, import, load and encode
-    flat = faiss.IndexFlatIP(vectors.shape[1])
-    flat.add(vectors)
-    faiss.write_index(flat, str(out / "flat.faiss"))
-    flat_done = time.perf_counter()
-    hnsw = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_LINKS, faiss.METRIC_INNER_PRODUCT)
-    hnsw.add(vectors)
-    faiss.write_index(hnsw, str(out / "hnsw.faiss"))
-    return {"flat_build_s": flat_done - started,
-            "hnsw_build_s": (time.perf_counter() - flat_done) + (embedded - started),
-            "peak_rss_mib": peak_rss_mib()}
+    embedded = time.perf_counter() - started  # read, import, load and encode
+    result: dict[str, Any] = {}
+    for index_type in types:
+        begun = time.perf_counter()
+        if index_type == "flat":
+            index = faiss.IndexFlatIP(vectors.shape[1])
+        else:
+            parameters = hnsw_parameters(len(texts))
+            index = faiss.IndexHNSWFlat(vectors.shape[1], parameters["links"], faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = parameters["ef_construction"]
+        index.add(vectors)
+        faiss.write_index(index, str(out / f"{index_type}.faiss"))
+        result[f"{index_type}_build_s"] = embedded + time.perf_counter() - begun
+    return result | {"peak_rss_mib": peak_rss_mib()}
 
 
-def build_txtai(source: Path, out: Path) -> dict[str, Any]:
-    """In a fresh process: txtai's Embeddings on the same model, its own defaults otherwise."""
-    from txtai import Embeddings
-
-    started = time.perf_counter()
-    texts = [json.loads(line)["text"] for line in source.read_text(encoding="utf-8").splitlines()]
-    embeddings = Embeddings(path=str(PRETRAINED[PEER_MODEL]()), backend="faiss")
-    embeddings.index(texts)
-    embeddings.save(str(out / "txtai"))
-    return {"build_s": time.perf_counter() - started,
-            "peak_rss_mib": peak_rss_mib()}
+Exact = dict[str, np.ndarray | None]  # each model's exact answers (its flat index's), once known
 
 
-CHILDREN = {"peer": build_peer, "txtai": build_txtai}
+def askalike_rows(args: argparse.Namespace, scratch: Path, queries: np.ndarray, exact: Exact
+                  ) -> list[dict[str, Any]]:
+    rows = []
+    for index_type in args.types:
+        load, index_dir = load_average(), scratch / f"askalike-{index_type}"
+        built = build_in_child(scratch / "texts.jsonl", index_dir, args.model, index_type, BUILD_THREADS)
+        measured = measure(index_dir, queries, exact[ASKALIKE])
+        if index_type == "flat":
+            exact[ASKALIKE] = measured["found"]
+        rows.append({"type": index_type, "load": load, "build_s": built["build_s"],
+                     "peak_rss_mib": built["peak_rss_mib"], **measured})
+        shutil.rmtree(index_dir)
+    return rows
 
 
-def in_child(which: str, source: Path, out: Path) -> dict[str, Any]:
-    return run_child("bench.peer_scale", ["--child", which, "--source", str(source), "--out", str(out)],
-                     which)
-
-
-def measured_row(system: str, build_s: float, peak_rss_mib: float, index: faiss.Index | None,
-                 queries: np.ndarray | None, exact: np.ndarray | None) -> dict[str, Any]:
-    row: dict[str, Any] = {"system": system, "build_s": build_s, "peak_rss_mib": peak_rss_mib}
-    if index is not None and queries is not None:
+def sentence_transformers_rows(args: argparse.Namespace, scratch: Path, queries: np.ndarray, exact: Exact
+                               ) -> list[dict[str, Any]]:
+    load = load_average()
+    built = run_child("bench.peer_scale", ["--child", str(scratch / "texts.json"), "--out", str(scratch),
+                                           "--types", *args.types],
+                      SENTENCE_TRANSFORMERS, threads=BUILD_THREADS)
+    rows = []
+    for index_type in args.types:
+        index = faiss.read_index(str(scratch / f"{index_type}.faiss"))
+        if index_type == "hnsw":
+            index.hnsw.efSearch = hnsw_parameters(args.size)["ef_search"]
         p50, p99, found = latencies_ms(index, queries)
-        row |= {"p50_ms": p50, "p99_ms": p99, "found": found,
-                "recall_at_10": 1.0 if exact is None else recall_at_k(found, exact)}
-    return row
+        if index_type == "flat":
+            exact[SENTENCE_TRANSFORMERS] = found
+        rows.append({"type": index_type, "load": load, "build_s": built[f"{index_type}_build_s"],
+                     "peak_rss_mib": built["peak_rss_mib"], "p50_ms": p50, "p99_ms": p99,
+                     "recall_at_10": recall_at_k(found, exact[SENTENCE_TRANSFORMERS])})
+    return rows
 
 
-def txtai_row(source: Path, out: Path, query_texts: list[str]) -> dict[str, Any] | None:
-    try:
-        import txtai  # noqa: F401
-    except ImportError:
-        print("txtai does not import (pip install txtai): no txtai row", file=sys.stderr)
-        return None
-    from txtai import Embeddings
+def txtai_rows(args: argparse.Namespace, scratch: Path, exact: Exact) -> list[dict[str, Any]]:
+    rows = []
+    for index_type in args.types:
+        load, index_dir = load_average(), scratch / f"txtai-{index_type}"
+        components = TXTAI_COMPONENTS[index_type].format(links=hnsw_parameters(args.size)["links"])
+        built = run_child(str(PEER_SCRIPT), ["build", str(PRETRAINED[PEER_MODEL]()),
+                                             str(scratch / "texts.json"), str(index_dir),
+                                             "--components", components],
+                          TXTAI, threads=BUILD_THREADS, python=args.peer_python)
+        searched = run_child(str(PEER_SCRIPT), ["search", str(index_dir), str(scratch / "queries.json"),
+                                                "--k", str(K)], TXTAI, threads=LATENCY_THREADS,
+                             python=args.peer_python)
+        truth = exact[SENTENCE_TRANSFORMERS]  # the same model's exact answers
+        recall = None if truth is None else recall_at_k(np.array(searched["found"]), truth)
+        rows.append({"type": index_type, "load": load, "build_s": built["build_s"],
+                     "peak_rss_mib": built["peak_rss_mib"], "p50_ms": searched["p50_ms"],
+                     "p99_ms": searched["p99_ms"], "recall_at_10": recall})
+        shutil.rmtree(index_dir)
+    return rows
 
-    built = in_child("txtai", source, out)
-    embeddings = Embeddings()
-    embeddings.load(str(out / "txtai"))
-    embeddings.search(query_texts[0], K)  # warm-up
-    times = []
-    for text in query_texts:  # txtai's search takes text: its latency includes encoding the query
-        started = time.perf_counter()
-        embeddings.search(text, K)
-        times.append((time.perf_counter() - started) * 1000)
-    return {"system": "txtai Embeddings (query encoding included)", "build_s": built["build_s"],
-            "peak_rss_mib": built["peak_rss_mib"], "p50_ms": float(np.percentile(times, 50)),
-            "p99_ms": float(np.percentile(times, 99))}
+
+def one_round(system: str, args: argparse.Namespace, scratch: Path, queries: dict[str, np.ndarray],
+              exact: Exact) -> list[dict[str, Any]]:
+    """Build every type with ``system`` and measure it: one row a type."""
+    if system == ASKALIKE:
+        rows = askalike_rows(args, scratch, queries[ASKALIKE], exact)
+    elif system == SENTENCE_TRANSFORMERS:
+        rows = sentence_transformers_rows(args, scratch, queries[SENTENCE_TRANSFORMERS], exact)
+    else:
+        rows = txtai_rows(args, scratch, exact)
+    return [{"system": system, **row} for row in rows]
+
+
+def best_of(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (system, type): the best time of its rounds, the largest peak RSS, the loads."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rounds:
+        key = (row["system"], row["type"])
+        if key not in merged:
+            merged[key] = dict(row) | {"loads": [row["load"]]}
+            continue
+        best = merged[key]
+        best["loads"].append(row["load"])
+        for name in ("build_s", "p50_ms", "p99_ms"):
+            best[name] = min(best[name], row[name])
+        best["peak_rss_mib"] = max(best["peak_rss_mib"], row["peak_rss_mib"])
+        if best.get("recall_at_10") is None:  # a txtai round before the exact answers were known
+            best["recall_at_10"] = row.get("recall_at_10")
+    return list(merged.values())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--scale-json", type=Path, default=ROOT / "docs" / "scale" / "scale.json")
-    parser.add_argument("--txtai", action="store_true")
-    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
-    parser.add_argument("--source", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="models/fast", help="askalike's model")
+    parser.add_argument("--types", nargs="+", default=["flat", "hnsw"], choices=["flat", "hnsw"])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--peer-python", help="the interpreter of a virtual environment with txtai")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.types = ["flat", *[t for t in args.types if t != "flat"]]  # flat first: the exact answers
     if args.child:
-        print(json.dumps(CHILDREN[args.child](args.source, args.out)))
+        print(json.dumps(build_sentence_transformers(args.child, args.out, args.types)))
         return
-    scale = json.loads(args.scale_json.read_text())
-    ours = [row for row in scale["rows"] if row["size"] == args.size]
-    if not ours:
-        raise SystemExit(f"{args.scale_json} has no rows of {args.size:,} texts: run bench.scale first")
-    total = max(row["size"] for row in scale["rows"])  # bench.scale held its queries out of this
-    corpus, query_texts = split_texts(total)
-    with tempfile.TemporaryDirectory(dir=Path.cwd()) as scratch:
-        out, source = Path(scratch), Path(scratch) / "texts.jsonl"
-        source.write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus[: args.size]),
-                          encoding="utf-8")
-        built = in_child("peer", source, out)
-        queries = peer_model().encode(query_texts, normalize_embeddings=True, convert_to_numpy=True)
-        flat = measured_row(f"sentence-transformers {PEER_MODEL} + IndexFlatIP", built["flat_build_s"],
-                            built["peak_rss_mib"], faiss.read_index(str(out / "flat.faiss")), queries, None)
-        hnsw = measured_row(f"sentence-transformers {PEER_MODEL} + IndexHNSWFlat({HNSW_LINKS})",
-                            built["hnsw_build_s"], built["peak_rss_mib"],
-                            faiss.read_index(str(out / "hnsw.faiss")), queries, flat["found"])
-        peers = [flat, hnsw]
-        if args.txtai and (row := txtai_row(source, out, query_texts)) is not None:
-            peers.append(row)
-    by_type = {row["type"]: row for row in ours}
-    pairs = [(by_type.get("flat"), flat), (by_type.get("hnsw"), hnsw)]
-    lines = []
-    for mine, peer in pairs:
-        if mine is not None:
-            lines.append((f"askalike `{scale['model']}` {mine['type']}",
-                          mine["build_s"], mine["peak_rss_mib"], mine["recall_at_10"], mine["p50_ms"],
-                          mine["p99_ms"], f"{peer['build_s'] / mine['build_s']:.1f}x",
-                          f"{peer['p50_ms'] / mine['p50_ms']:.1f}x"))
-    lines += [(row["system"], row["build_s"], row["peak_rss_mib"], row.get("recall_at_10"),
-               row.get("p50_ms"), row.get("p99_ms"), "1.0x", "1.0x") for row in peers]
+    from core.loader import load_encoder
+
+    corpus, query_texts = split_texts(args.size)
+    corpus = corpus[: args.size]
+    queries = {ASKALIKE: load_encoder(args.model).encode(query_texts),
+               SENTENCE_TRANSFORMERS: peer_model().encode(query_texts, normalize_embeddings=True,
+                                                          convert_to_numpy=True)}
+    systems = [ASKALIKE, SENTENCE_TRANSFORMERS] + ([TXTAI] if args.peer_python else [])
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(dir=Path.cwd()) as folder:
+        scratch = Path(folder)
+        (scratch / "texts.jsonl").write_text(
+            "".join(json.dumps({"id": n, "subject": t}) + "\n" for n, t in enumerate(corpus)),
+            encoding="utf-8")
+        (scratch / "texts.json").write_text(json.dumps(corpus), encoding="utf-8")
+        (scratch / "queries.json").write_text(json.dumps(query_texts), encoding="utf-8")
+        exact: Exact = {ASKALIKE: None, SENTENCE_TRANSFORMERS: None}
+        for order in alternated(systems, args.rounds):
+            for system in order:
+                rows = one_round(system, args, scratch, queries, exact)
+                print(json.dumps([{k: v for k, v in r.items() if k != "found"} for r in rows]), flush=True)
+                rounds += rows
+    write_section("scale-peer", "Scale: askalike against sentence-transformers + FAISS and txtai",
+                  f"python -m bench.peer_scale --size {args.size} --model {args.model} "
+                  f"--types {' '.join(args.types)} --rounds {args.rounds}"
+                  + (" --peer-python ~/.cache/askalike/txtai-venv/bin/python" if args.peer_python else ""),
+                  report_body(args, best_of(rounds), len(query_texts), systems))
+
+
+def report_body(args: argparse.Namespace, rows: list[dict[str, Any]], queries: int,
+                systems: list[str]) -> str:
+    ours = {row["type"]: row for row in rows if row["system"] == ASKALIKE}
+    hnsw = hnsw_parameters(args.size)
     table = markdown_table(
-        ["system", "build s (embedding included)", "peak RSS MiB", "recall@10 vs own exact", "p50 ms",
-         "p99 ms", "peer build time / askalike's", "peer p50 / askalike's"],
-        [(name, f"{build:,.1f}", f"{rss:,.0f}", "-" if recall is None else f"{recall:.3f}",
-          "-" if p50 is None else f"{p50:.2f}", "-" if p99 is None else f"{p99:.2f}", r1, r2)
-         for name, build, rss, recall, p50, p99, r1, r2 in lines])
-    body = (f"The same {args.size:,} texts and {len(query_texts):,} queries as bench.scale's "
-            f"{args.size:,} rows (held out of {total:,}). askalike's rows are bench.scale's, "
-            f"from its run recorded in `{args.scale_json.relative_to(ROOT)}` on this machine "
-            "(SQLite store and lexical index included in its build, each index type in its own "
-            f"process); askalike encodes with `{scale['model']}`, the peer with {PEER_MODEL}, so "
-            "the build ratio is mostly the encoders' speed. The peer's build is encoding plus FAISS "
-            "add, both indexes in one fresh process (one peak RSS for both). Latency: one query at "
-            "a time after encoding, one thread (txtai: its search of the text, encoding included, "
-            "at its own threads). Ratios are the peer's figure over askalike's on the same index "
-            "kind.\n\n" + table)
-    write_section("scale-peer", "Scale: askalike against sentence-transformers + FAISS",
-                  f"python -m bench.peer_scale --size {args.size}"
-                  + (" --txtai" if args.txtai else ""), body)
+        ["system", "type", "build s (embedding included)", "x askalike's build", "peak RSS MiB",
+         "recall@10 vs own model's exact", "p50 ms", "p99 ms", "load avg 1 min"],
+        [(f"askalike `{args.model}`" if row["system"] == ASKALIKE else f"{row['system']} {PEER_MODEL}",
+          row["type"], f"{row['build_s']:,.1f}", f"{row['build_s'] / ours[row['type']]['build_s']:.1f}x",
+          f"{row['peak_rss_mib']:,.0f}",
+          "-" if row.get("recall_at_10") is None else f"{row['recall_at_10']:.3f}",
+          f"{row['p50_ms']:.2f}", f"{row['p99_ms']:.2f}", ", ".join(f"{load:.2f}" for load in row["loads"]))
+         for row in rows])
+    txtai = ("txtai's `Embeddings` (faiss backend, `IDMap,Flat` and `IDMap,HNSW"
+             f"{hnsw['links']}`; FAISS's default HNSW efConstruction 40 and efSearch 16, as txtai has no "
+             "setting for them), its latency that of its search of the text, query encoding included, "
+             "and its recall against the sentence-transformers flat index (the same model's exact "
+             "answers)" if TXTAI in systems else "no txtai row (no `--peer-python`)")
+    return (f"{args.size:,} distinct conversation texts and {queries:,} held-out queries (bench.scale's "
+            f"texts). askalike encodes with `{args.model}`, the peers with {PEER_MODEL}, so the build "
+            "ratio is mostly the encoders' speed; askalike's build includes its SQLite store and lexical "
+            "index, each index type in its own fresh process; the sentence-transformers peer encodes "
+            "once and adds to both of its indexes in one fresh process (one peak RSS for both; its "
+            f"HNSW with askalike's parameters: {hnsw['links']} links, efConstruction "
+            f"{hnsw['ef_construction']}, efSearch {hnsw['ef_search']}); {txtai}. Threads ({os.cpu_count()} "
+            f"cores): every build under {describe_threads(BUILD_THREADS)}, every latency at one "
+            f"thread ({describe_threads(LATENCY_THREADS)} for txtai's process, FAISS's OpenMP at 1 for "
+            "the others), one query at a time. "
+            f"{args.rounds} round(s), the systems in an order that reverses from round to round "
+            f"({' | '.join(', '.join(order) for order in alternated(systems, args.rounds))}); each time "
+            "is the best of its rounds, peak RSS the largest, and the last column the 1-minute load "
+            "average when each round's build started.\n\n" + table)
 
 
 if __name__ == "__main__":

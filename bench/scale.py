@@ -8,7 +8,7 @@ and p50/p99 latency per query after encoding.
 Texts are the distinct inputs and responses of the conversation files (bench.common
 .conversation_texts); 1,000 of them, spread over the texts read, are held out as queries. Each
 index is built by ``index_sources`` (what ``askalike index`` runs, with the type's parameters
-chosen for the size) in a fresh process, whose peak resident memory (ru_maxrss) is reported; its
+chosen for the size) in a fresh process, whose own peak resident memory (VmHWM) is reported; its
 JSON Lines source is written before the clock starts. Latency is the FAISS search of one query
 at a time with the index's recorded search settings, on one thread; the exact answers are the
 flat index's. Writes scale.json and scale.png (with matplotlib: pip install -e .[dev])
@@ -47,10 +47,12 @@ K = 10
 TYPES = ("flat", "hnsw", "ivfpq")
 
 
-def build_in_child(source: Path, index_dir: Path, model: str, index_type: str) -> dict[str, Any]:
-    """Index ``source`` into a new ``index_dir`` in a fresh process; its wall time and peak RSS."""
+def build_in_child(source: Path, index_dir: Path, model: str, index_type: str,
+                   threads: int | None = None) -> dict[str, Any]:
+    """Index ``source`` into a new ``index_dir`` in a fresh process (under ``thread_env(threads)``
+    if given); its wall time and peak RSS."""
     return run_child("bench.scale", ["--child", str(index_dir), "--source", str(source), "--model", model,
-                                     "--types", index_type], f"indexing {index_type}")
+                                     "--types", index_type], f"indexing {index_type}", threads=threads)
 
 
 def child_main(index_dir: Path, source: Path, model: str, index_type: str) -> None:

@@ -1,21 +1,41 @@
-"""Load on `askalike serve`: searches per second and p50/p95/p99 latency with N concurrent
-clients, idle and while a writer adds questions through the API, for each model, and the same
-load on txtai's API (all-MiniLM-L6-v2 over the same questions) as the peer.
+"""Load on `askalike serve` beside txtai's API as the peer: searches per second and p50/p95/p99
+latency with N concurrent clients, idle and while a writer adds questions through the API.
 
     python -m bench.serve [--questions 100000] [--clients 1 8 32] [--seconds 20] [--writes 5000]
-                          [--models models/fast models/accurate] [--peer-python PYTHON]
+                          [--models models/fast models/accurate] [--workers 2 1]
+                          [--modes hybrid dense] [--peer-python PYTHON] [--peer-modes dense hybrid]
 
-Each client sends one search at a time (GET /search, k=10, the model's default mode) and the next
-as soon as the answer is in, for ``--seconds`` (idle), or for as long as the writer runs (at least
-``--seconds``): the writer POSTs ``--writes`` new questions in batches of ``--write-batch``. A
-request that fails (not 200) counts as an error. After the runs, the question count must be the
-collection plus every question written: nothing lost, nothing doubled.
+What is the same for every system (issue 55):
 
-Indexes are built once and kept under ~/.cache/askalike/bench-serve (each run serves a copy, so
-the writes never reach the cache). The queries are real questions not in the collection, cut to
-their first 60 characters, as someone typing would send them. The peer runs in its own virtual
-environment (``pip install 'txtai[api]'``; ``--peer-python`` names its interpreter; without it
-the peer is left out and the report says so); bench/txtai_peer.py builds its index.
+- threads: every server process runs under ``bench.common.thread_env(1)`` (one compute thread a
+  worker: OpenMP, MKL, OpenBLAS, and so torch; tokenizers' pool off), the setting
+  ``askalike serve`` pins its own workers to;
+- workers: each system at each count of ``--workers`` (default: one a core, and 1), except
+  txtai's writes: each of its processes holds its own copy of the index, and a write reaches only
+  the one that takes it. Before the runs, a probe (add and upsert of one text, ``PROBE_ROUNDS``
+  times) checks them on a throwaway txtai server of each worker count above 1; where one fails,
+  txtai's writer levels at that count are left out and the report says so (they then run at 1
+  worker only), and its idle levels run on servers that never saw a failed write;
+- index type: askalike's ``--index-type`` (HNSW by default) and txtai's faiss backend built
+  with the same FAISS structure (``IDMap,HNSW32``; bench/txtai_peer.py);
+- mode: askalike in each of ``--modes`` (``mode=`` in the query string), txtai in each of
+  ``--peer-modes`` (dense: its plain index; hybrid: an index with its BM25 beside it);
+- order and load: all servers are up at once, each on its own copy of its index; at each level
+  (clients, idle or writing) the systems run one after another, in an order that reverses from
+  one level to the next (``bench.common.alternated``), and each row carries the 1-minute load
+  average when it started.
+
+Each client sends one search at a time (GET /search, k=10) and the next as soon as the answer is
+in, for ``--seconds`` (idle), or for as long as the writer runs (at least ``--seconds``): the
+writer POSTs ``--writes`` new questions in batches of ``--write-batch``. A request that fails
+(not 200) counts as an error. After the runs, each server's question count must be its
+collection plus every question written to it: nothing lost, nothing doubled.
+
+Indexes are built once and kept under ~/.cache/askalike/bench-serve (each server serves a copy,
+so the writes never reach the cache). The queries are real questions not in the collection, cut
+to their first 60 characters, as someone typing would send them. The peer runs in its own
+virtual environment (``pip install 'txtai[api]'``; ``--peer-python`` names its interpreter;
+without it the peer is left out and the report says so).
 """
 
 from __future__ import annotations
@@ -31,7 +51,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
@@ -39,8 +59,18 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import numpy as np
 
-from bench.common import ROOT, markdown_table, real_questions, write_section
+from bench.common import (
+    ROOT,
+    alternated,
+    describe_threads,
+    load_average,
+    markdown_table,
+    real_questions,
+    thread_env,
+    write_section,
+)
 from core.model_dir import PRETRAINED
+from indexer.tuning import HNSW_LINKS
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-serve"
 KEY = "bench-serve-key-0123456789abcdef"
@@ -48,28 +78,97 @@ QUERY_CHARS = 60
 QUERIES = 500
 K = 10
 PEER_MODEL = "all-MiniLM-L6-v2"
+PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
+SERVER_THREADS = 1  # compute threads a server process: what `askalike serve` pins its workers to
+PROBE_ROUNDS = 10  # add + upsert rounds that check a multi-worker txtai server's writes
+# the FAISS structure of txtai's faiss backend for each of askalike's index types (txtai adds
+# with ids, hence the IDMap); None: txtai cannot build the same one here
+PEER_COMPONENTS: dict[str, str | None] = {"flat": "IDMap,Flat", "hnsw": f"IDMap,HNSW{HNSW_LINKS}",
+                                          "ivf": None, "ivfpq": None}
 
 Request = Callable[[str], str]  # query -> the path and query string of its search
+Writer = Callable[[list[str], str], tuple[int, int]]  # (texts, id prefix) -> (written, failed requests)
 
 
 @dataclass
 class Level:
-    """One load level's figures."""
+    """One system's figures at one load level."""
 
     clients: int
     writing: bool
+    load_average: float
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
     seconds: float = 0.0
     written: int = 0
     failed_writes: int = 0  # write requests not answered 200 (their questions not counted as written)
 
-    def row(self, system: str) -> list[object]:
-        p50, p95, p99 = np.percentile(self.latencies_ms, [50, 95, 99]) if self.latencies_ms else (0, 0, 0)
-        return [system, self.clients, "writer adding" if self.writing else "idle",
-                f"{len(self.latencies_ms) / self.seconds:.1f}", f"{p50:.1f}", f"{p95:.1f}", f"{p99:.1f}",
-                self.errors, self.written if self.writing else "-",
-                self.failed_writes if self.writing else "-"]
+    @property
+    def searches_per_s(self) -> float:
+        return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+
+    def percentiles(self) -> tuple[float, float, float]:
+        if not self.latencies_ms:
+            return 0.0, 0.0, 0.0
+        p50, p95, p99 = np.percentile(self.latencies_ms, [50, 95, 99])
+        return float(p50), float(p95), float(p99)
+
+
+@dataclass
+class Server:
+    """One server process: a system at a worker count, on its own copy of its index."""
+
+    system: str  # "askalike models/accurate", "txtai all-MiniLM-L6-v2"
+    workers: int
+    url: str
+    collection: int
+    writer: Writer
+    count: Callable[[], int]
+    trivial: str = "/health"  # a request that does no work: its time is the server's and HTTP's floor
+    index: str = ""  # what its index holds beyond the dense vectors, if it says so ("hybrid index")
+    keepalive_ms: float = 0.0  # the median time of ``trivial`` on a kept-alive connection
+    writes_ok: bool = True
+    note: str = ""
+    written: int = 0
+    failed_writes: int = 0
+    batches_used: int = 0  # writer levels run so far (each writes texts of its own)
+
+    def record(self, written: int, failed: int) -> None:
+        self.written += written
+        self.failed_writes += failed
+
+    def check(self) -> str:
+        count, expected = self.count(), self.collection + self.written
+        index = f" ({self.index})" if self.index else ""
+        return (f"{self.system}{index}, {self.workers} worker(s): {count:,} after the runs, {expected:,} "
+                f"expected (the collection and every write answered 200)"
+                + ("" if count == expected else ": **MISMATCH**")
+                + (f"; {self.failed_writes} write request(s) failed" if self.failed_writes else ""))
+
+
+@dataclass
+class Target:
+    """What a row measures: one server searched in one mode."""
+
+    server: Server
+    mode: str
+    request: Request
+    levels: list[Level] = field(default_factory=list)
+
+    def rows(self) -> list[list[object]]:
+        rows = []
+        for level in self.levels:
+            p50, p95, p99 = level.percentiles()
+            rows.append([self.server.system, self.mode, self.server.workers, level.clients,
+                         "adding" if level.writing else "idle", f"{level.searches_per_s:.1f}",
+                         f"{p50:.1f}", f"{p95:.1f}", f"{p99:.1f}", level.errors,
+                         level.written if level.writing else "-",
+                         level.failed_writes if level.writing else "-", f"{level.load_average:.2f}"])
+        return rows
+
+
+HEADER = ["system", "mode", "workers", "clients", "writer", "searches/s", "p50 ms", "p95 ms", "p99 ms",
+          "errors", "written", "failed writes", "load avg 1 min"]
 
 
 def free_port() -> int:
@@ -96,18 +195,16 @@ def wait_until_up(url: str, process: subprocess.Popen, log: Path, timeout_s: flo
 
 
 @contextmanager
-def process(command: list[str], ready_url: str, log: Path, env: dict[str, str] | None = None
-            ) -> Iterator[None]:
-    """A server process, once ``ready_url`` answers 200; stopped afterwards."""
+def process(command: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """A server process under the shared thread settings (and ``env``); stopped afterwards."""
     with log.open("w") as output:
         child = subprocess.Popen(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
-                                 env={**os.environ, **(env or {})})
+                                 env={**os.environ, **thread_env(SERVER_THREADS), **env})
         try:
-            wait_until_up(ready_url, child, log)
-            yield
+            yield child
         finally:
             child.terminate()
-            child.wait(30)
+            child.wait(60)
 
 
 def collection_file(texts: list[str], path: Path) -> Path:
@@ -128,12 +225,31 @@ def cached_index(model: str, source: Path, count: int, index_type: str) -> Path:
     return directory
 
 
+def cached_peer_index(python: str, texts: list[str], index_type: str, mode: str, work: Path) -> Path:
+    """txtai's index of ``texts`` (the same FAISS structure as askalike's ``index_type``; with
+    its BM25 index for ``mode`` hybrid), built once by bench/txtai_peer.py."""
+    components = PEER_COMPONENTS[index_type]
+    if components is None:
+        raise SystemExit(f"txtai's faiss backend builds no {index_type} index like askalike's here: "
+                         "run the peer with --index-type flat or hnsw")
+    directory = CACHE / f"txtai-{len(texts)}-{index_type}-{mode}"
+    if not (directory / "config.json").exists():
+        print(f"building {directory} ...", file=sys.stderr)
+        texts_file = work / "peer-texts.json"
+        texts_file.write_text(json.dumps(texts))
+        subprocess.run([python, str(PEER_SCRIPT), "build", str(PRETRAINED[PEER_MODEL]()), str(texts_file),
+                        str(directory), "--components", components, "--content"]
+                       + (["--hybrid"] if mode == "hybrid" else []),
+                       check=True, stdout=sys.stderr, env={**os.environ, **thread_env(os.cpu_count() or 1)})
+    return directory
+
+
 def run_level(url: str, request: Request, queries: list[str], clients: int, seconds: float,
-              writer: Callable[[], tuple[int, int]] | None) -> Level:
-    """``clients`` searching for ``seconds`` (and, with ``writer``, until it has written). Each
+              write: Callable[[], tuple[int, int]] | None) -> Level:
+    """``clients`` searching for ``seconds`` (and, with ``write``, until it has written). Each
     client keeps one connection (the standard library's: the load generator shares the cores
     with the server, and it costs a quarter of the CPU a request that httpx's does)."""
-    level = Level(clients, writer is not None)
+    level = Level(clients, write is not None, load_average())
     lock, stop = threading.Lock(), threading.Event()
     address = urlsplit(url)
 
@@ -165,8 +281,8 @@ def run_level(url: str, request: Request, queries: list[str], clients: int, seco
     for thread in threads:
         thread.start()
     try:  # the clients stop however the writer ends (a writer that raised once left them running)
-        if writer is not None:
-            level.written, level.failed_writes = writer()
+        if write is not None:
+            level.written, level.failed_writes = write()
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     finally:
         stop.set()
@@ -182,15 +298,17 @@ def batches(texts: list[str], prefix: str, size: int) -> Iterator[list[dict[str,
                for i, text in enumerate(texts[start:start + size])]
 
 
-Writer = Callable[[], tuple[int, int]]  # () -> (questions written, write requests that failed)
-
-
-def askalike_writer(url: str, texts: list[str], prefix: str, size: int) -> Writer:
-    def write() -> tuple[int, int]:
+def askalike_writer(url: str, size: int) -> Writer:
+    def write(texts: list[str], prefix: str) -> tuple[int, int]:
         written = failed = 0
         with httpx.Client(base_url=url, timeout=600, headers={"Authorization": f"Bearer {KEY}"}) as http:
             for batch in batches(texts, prefix, size):
-                answer = http.post("/questions", json=batch)
+                try:
+                    answer = http.post("/questions", json=batch)
+                except httpx.TransportError as err:  # a worker that died: a failed write, not a crash
+                    failed += 1
+                    print(f"a write failed: {err!r}", file=sys.stderr)
+                    continue
                 if answer.status_code == 200:
                     written += answer.json()["added"]
                 else:
@@ -200,87 +318,160 @@ def askalike_writer(url: str, texts: list[str], prefix: str, size: int) -> Write
     return write
 
 
-def txtai_writer(url: str, texts: list[str], prefix: str, size: int) -> Writer:
-    def write() -> tuple[int, int]:
+def txtai_writer(url: str, size: int) -> Writer:
+    def write(texts: list[str], prefix: str) -> tuple[int, int]:
         written = failed = 0
         with httpx.Client(base_url=url, timeout=600) as http:
             for batch in batches(texts, prefix, size):
                 documents = [{"id": item["id"], "text": item["title"]} for item in batch]
-                answers = [http.post("/add", json=documents), http.get("/upsert")]
-                if all(answer.status_code == 200 for answer in answers):
+                statuses: list[object]
+                try:
+                    statuses = [http.post("/add", json=documents).status_code,
+                                http.get("/upsert").status_code]
+                except httpx.TransportError as err:  # a worker that died: a failed write, not a crash
+                    statuses = [repr(err)]
+                if statuses == [200, 200]:
                     written += len(batch)
                 else:
                     failed += 1
-                    print(f"a peer write failed: {[a.status_code for a in answers]}", file=sys.stderr)
+                    print(f"a peer write failed: {statuses}", file=sys.stderr)
         return written, failed
     return write
 
 
-def measure(system: str, url: str, request: Request, queries: list[str], args: argparse.Namespace,
-            texts_to_write: list[str], writer: Callable[[str, list[str], str, int], Writer]) -> list[Level]:
-    levels = []
-    for clients in args.clients:
-        levels.append(run_level(url, request, queries, clients, args.seconds, None))
-        print(markdown_table(["system"], [levels[-1].row(system)]), file=sys.stderr)
-        texts = texts_to_write[:args.writes]
-        texts_to_write = texts_to_write[args.writes:]
-        levels.append(run_level(url, request, queries, clients, args.seconds,
-                                writer(url, texts, f"w{clients}-", args.write_batch)))
-        print(markdown_table(["system"], [levels[-1].row(system)]), file=sys.stderr)
-    return levels
+def keepalive_ms(url: str, path: str, requests: int = 20) -> float:
+    """The median time of ``path`` on one kept-alive connection, the first request left out: the
+    floor of every search a client on a kept-alive connection sends. uvicorn's ``--workers N`` (N
+    > 1) serves on a socket without TCP_NODELAY (Kludex/uvicorn#3149), and a response then waits
+    for the client's delayed ACK, about 40 ms on Linux."""
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+    times = []
+    for _ in range(requests + 1):
+        started = time.perf_counter()
+        connection.request("GET", path)
+        connection.getresponse().read()
+        times.append((time.perf_counter() - started) * 1000)
+    connection.close()
+    return float(np.median(times[1:]))
 
 
-def askalike_levels(model: str, source: Path, args: argparse.Namespace, queries: list[str],
-                    to_write: list[str], work: Path) -> tuple[list[Level], str]:
+def probe_writes(python: str, index: Path, workers: int, texts: list[str], args: argparse.Namespace,
+                 work: Path) -> str:
+    """Whether txtai's writes work at ``workers``: a throwaway server on its own copy of ``index``
+    (the measured ones never see a failed write) writes one text at a time, ``PROBE_ROUNDS``
+    times. '' if every write answered 200, else what failed."""
+    with ExitStack() as stack:
+        probe = Plan()
+        start_peer(stack, python, index, workers, "probe", args, work, probe)()
+        server = probe.servers[0]
+        for number, text in enumerate(texts[:PROBE_ROUNDS]):
+            server.record(*server.writer([text], f"probe{number}-"))
+    return (f"{server.failed_writes} of {PROBE_ROUNDS} writes (add + upsert of one text) to a "
+            f"txtai server of {workers} workers failed in a probe before the runs"
+            if server.failed_writes else "")
+
+
+@dataclass
+class Plan:
+    """The servers of a run, their search targets and the texts each writer level adds."""
+
+    targets: list[Target] = field(default_factory=list)
+    servers: list[Server] = field(default_factory=list)
+
+
+def start_askalike(stack: ExitStack, model: str, source: Path, workers: int, modes: list[str],
+                   args: argparse.Namespace, work: Path, plan: Plan) -> Callable[[], None]:
+    """Start askalike's server for ``model`` at ``workers``; returns what waits until it is up."""
     cached = cached_index(model, source, args.questions, args.index_type)
-    served = work / f"{Path(model).name}-index"
+    name = f"{Path(model).name}-{workers}"
+    served = work / f"{name}-index"
     shutil.copytree(cached, served)
     keys = work / "keys"
     keys.write_text(KEY + "\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "app", "serve", "--index", str(served), "--port", str(port),
-               "--api-keys", str(keys), "--workers", str(args.workers)]
-    with process(command, f"{url}/ready", work / f"{Path(model).name}.log", {"ASKALIKE_API_KEYS": ""}):
-        levels = measure(f"askalike {model}", url,
-                         lambda q: "/search?" + urlencode({"q": q, "k": K}),
-                         queries, args, to_write, askalike_writer)
-        count = httpx.get(f"{url}/ready").json()["questions"]
-    expected = args.questions + args.writes * len(args.clients)
-    check = f"{count:,} questions after the runs, {expected:,} expected"
-    if count != expected or any(level.failed_writes for level in levels):
-        raise SystemExit(f"askalike {model}: {check}; failed writes: "
-                         f"{sum(level.failed_writes for level in levels)}")
-    return levels, check
+               "--api-keys", str(keys), "--workers", str(workers)]
+    log = work / f"{name}.log"
+    child = stack.enter_context(process(command, log, {"ASKALIKE_API_KEYS": ""}))
+    server = Server(f"askalike {model}", workers, url, args.questions, askalike_writer(url, args.write_batch),
+                    lambda: httpx.get(f"{url}/ready").json()["questions"])
+    plan.servers.append(server)
+    for mode in modes:
+        plan.targets.append(Target(server, mode, lambda q, mode=mode: "/search?" + urlencode(
+            {"q": q, "k": K, "mode": mode})))
+    return lambda: wait_until_up(f"{url}/ready", child, log)
 
 
-def peer_levels(python: str, texts: list[str], args: argparse.Namespace, queries: list[str],
-                to_write: list[str], work: Path) -> tuple[list[Level], str]:
-    model = str(PRETRAINED[PEER_MODEL]())
-    cached = CACHE / f"txtai-{args.questions}"
-    texts_file = work / "peer-texts.json"
-    texts_file.write_text(json.dumps(texts))
-    if not cached.exists():
-        print(f"building {cached} ...", file=sys.stderr)
-        subprocess.run([python, str(ROOT / "bench" / "txtai_peer.py"), model, str(texts_file), str(cached)],
-                       check=True)
-    served = work / "txtai-index"
-    shutil.copytree(cached, served)
-    config = work / "txtai.yml"
-    config.write_text(f"path: {served}\nwritable: true\nembeddings:\n  path: {model}\n  content: true\n")
+def start_peer(stack: ExitStack, python: str, index: Path, workers: int, mode: str,
+               args: argparse.Namespace, work: Path, plan: Plan) -> Callable[[], None]:
+    """Start txtai's API over a copy of ``index`` at ``workers``; returns what waits until it is up."""
+    name = f"txtai-{mode}-{workers}"
+    served = work / f"{name}-index"
+    shutil.copytree(index, served)
+    config = work / f"{name}.yml"
+    config.write_text(f"path: {served}\nwritable: true\nembeddings:\n  path: {PRETRAINED[PEER_MODEL]()}\n"
+                      "  content: true\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [python, "-m", "uvicorn", "txtai.api:app", "--port", str(port), "--workers",
-               str(args.peer_workers), "--log-level", "warning"]
-    with process(command, f"{url}/count", work / "txtai.log", {"CONFIG": str(config)}):
-        levels = measure(f"txtai {PEER_MODEL}", url,
-                         lambda q: "/search?" + urlencode({"query": q, "limit": K}),
-                         queries, args, to_write, txtai_writer)
-        count = int(httpx.get(f"{url}/count").json())
-    expected = args.questions + sum(level.written for level in levels)
-    check = (f"{count:,} texts after the runs, {expected:,} expected (the collection and every write "
-             f"answered 200){'' if count == expected else ': MISMATCH'}")
-    return levels, check
+    command = [python, "-m", "uvicorn", "txtai.api:app", "--port", str(port), "--workers", str(workers),
+               "--log-level", "warning"]
+    log = work / f"{name}.log"
+    child = stack.enter_context(process(command, log, {"CONFIG": str(config)}))
+    server = Server(f"txtai {PEER_MODEL}", workers, url, args.questions, txtai_writer(url, args.write_batch),
+                    lambda: int(httpx.get(f"{url}/count").json()), trivial="/count", index=f"{mode} index")
+    plan.servers.append(server)
+    plan.targets.append(Target(server, mode, lambda q: "/search?" + urlencode({"query": q, "limit": K})))
+    return lambda: wait_until_up(f"{url}/count", child, log)
+
+
+def run_all(plan: Plan, queries: list[str], to_write: list[str], args: argparse.Namespace) -> None:
+    """Every level, the targets in an order that reverses from one level to the next."""
+    levels = [(clients, writing) for clients in args.clients for writing in (False, True)]
+    for (clients, writing), order in zip(levels, alternated(plan.targets, len(levels)), strict=True):
+        for target in order:
+            server = target.server
+            if writing and not server.writes_ok:
+                continue
+            write = None
+            if writing:
+                start = server.batches_used * args.writes
+                texts = to_write[start:start + args.writes]
+                server.batches_used += 1
+                prefix = f"w{server.batches_used}-"
+
+                def write(texts: list[str] = texts, prefix: str = prefix, server: Server = server
+                          ) -> tuple[int, int]:
+                    written, failed = server.writer(texts, prefix)
+                    server.record(written, failed)
+                    return written, failed
+            target.levels.append(run_level(server.url, target.request, queries, clients, args.seconds, write))
+            print(markdown_table(HEADER, target.rows()[-1:]), file=sys.stderr, flush=True)
+
+
+def is_peer(target: Target) -> bool:
+    return target.server.system.startswith("txtai")
+
+
+def ratios(plan: Plan) -> str:
+    """askalike over txtai at the same workers, mode, clients and writer: searches/s and p99."""
+    peers = {(t.server.workers, t.mode, level.clients, level.writing): level
+             for t in plan.targets if is_peer(t) for level in t.levels}
+    rows = []
+    for target in plan.targets:
+        for level in [] if is_peer(target) else target.levels:
+            peer = peers.get((target.server.workers, target.mode, level.clients, level.writing))
+            if peer is None or not peer.searches_per_s:
+                continue
+            rows.append([target.server.system.removeprefix("askalike "), target.mode, target.server.workers,
+                         level.clients, "adding" if level.writing else "idle",
+                         f"{level.searches_per_s:.1f}", f"{peer.searches_per_s:.1f}",
+                         f"{level.searches_per_s / peer.searches_per_s:.2f}x",
+                         f"{level.percentiles()[2]:.1f}", f"{peer.percentiles()[2]:.1f}"])
+    header = ["askalike model", "mode", "workers", "clients", "writer", "askalike searches/s",
+              "txtai searches/s", "ratio", "askalike p99 ms", "txtai p99 ms"]
+    return markdown_table(header, rows) if rows else ""
 
 
 def main() -> None:
@@ -288,63 +479,119 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=100_000)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--writes", type=int, default=5000, help="questions the writer adds per level")
+    parser.add_argument("--writes", type=int, default=5000, help="questions a writer level adds")
     parser.add_argument("--write-batch", type=int, default=100)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="askalike's server processes; default one a core")
-    parser.add_argument("--peer-workers", type=int, default=1,
-                        help="txtai's: each of its processes loads its own copy of the index, and a write "
-                             "reaches only the one that takes it (at 2 workers its writes "
-                             "failed with 500 here)")
+    parser.add_argument("--workers", type=int, nargs="+",
+                        default=sorted({os.cpu_count() or 1, 1}, reverse=True),
+                        help="server processes; every system at each count (default: one a core, and 1)")
+    parser.add_argument("--modes", nargs="+", default=["hybrid", "dense"],
+                        choices=["hybrid", "dense", "lexical"], help="askalike's search modes")
     parser.add_argument("--index-type", default="hnsw")
     parser.add_argument("--models", nargs="+", default=["models/fast", "models/accurate"])
     parser.add_argument("--peer-python", help="the interpreter of a virtual environment with txtai[api]")
+    parser.add_argument("--peer-modes", nargs="+", default=["dense", "hybrid"], choices=["dense", "hybrid"],
+                        help="txtai's: dense, and hybrid (its BM25 index beside the dense one)")
     parser.add_argument("--no-report", action="store_true", help="print the table, leave docs/benchmarks.md")
     args = parser.parse_args()
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
-    needed = args.questions + QUERIES + args.writes * len(args.clients)
+    load_before = load_average()
+    writer_levels = len(args.clients) * max(len(args.modes), 1)
+    needed = args.questions + QUERIES + max(PROBE_ROUNDS, args.writes * writer_levels)
     texts = real_questions(needed)
     collection, queries = texts[:args.questions], [t[:QUERY_CHARS] for t in texts[args.questions:][:QUERIES]]
     to_write = texts[args.questions + QUERIES:]
     source = collection_file(collection, CACHE / f"questions-{args.questions}.jsonl")
-    rows, checks = [], []
-    with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        for model in args.models:
-            levels, check = askalike_levels(model, source, args, queries, to_write, Path(work))
-            rows += [level.row(f"askalike {model}") for level in levels]
-            checks.append(f"askalike {model}: {check}")
-        if args.peer_python:
-            levels, check = peer_levels(args.peer_python, collection, args, queries, to_write, Path(work))
-            rows += [level.row(f"txtai {PEER_MODEL}") for level in levels]
-            checks.append(f"txtai: {check}")
-    table = markdown_table(["system", "clients", "load", "searches/s", "p50 ms", "p95 ms", "p99 ms",
-                            "errors", "written", "failed writes"], rows)
+    plan = Plan()
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch, ExitStack() as stack:
+        work = Path(scratch)
+        peer_indexes = ({mode: cached_peer_index(args.peer_python, collection, args.index_type, mode, work)
+                         for mode in args.peer_modes} if args.peer_python else {})
+        failures = {workers: probe_writes(args.peer_python, next(iter(peer_indexes.values())), workers,
+                                          to_write, args, work)
+                    for workers in args.workers if peer_indexes and workers > 1}
+        waits = [start_askalike(stack, model, source, workers, args.modes, args, work, plan)
+                 for model in args.models for workers in args.workers]
+        waits += [start_peer(stack, args.peer_python, index, workers, mode, args, work, plan)
+                  for mode, index in peer_indexes.items() for workers in args.workers]
+        for wait in waits:
+            wait()
+        for server in plan.servers:
+            server.keepalive_ms = keepalive_ms(server.url, server.trivial)
+        # the systems to compare next to each other: by workers, then mode, askalike before txtai
+        plan.targets.sort(key=lambda t: (-t.server.workers, t.mode != "hybrid", t.mode, is_peer(t)))
+        for server in plan.servers:
+            if failures.get(server.workers) and server.system.startswith("txtai"):
+                server.writes_ok = False
+                server.note = (f"{failures[server.workers]}, so txtai's writer levels at "
+                               f"{server.workers} workers are left out")
+        run_all(plan, queries, to_write, args)
+        checks = [server.check() for server in plan.servers]
+    rows = [row for target in plan.targets for row in target.rows()]
+    table = markdown_table(HEADER, rows)
     print(table)
+    print("\n".join(checks))
     if args.no_report:
         return
-    command = (f"python -m bench.serve --questions {args.questions} "
-               f"--clients {' '.join(map(str, args.clients))} "
-               f"--seconds {args.seconds:g} --writes {args.writes} --write-batch {args.write_batch} "
-               f"--models {' '.join(args.models)}"
-               f" --workers {args.workers}"
-               + (f" --peer-python ~/.cache/askalike/txtai-venv/bin/python --peer-workers {args.peer_workers}"
-                  if args.peer_python else ""))
-    peer = "" if args.peer_python else "\n\nThe txtai peer was not run (no `--peer-python`)."
-    workers = f"{args.workers} askalike worker process(es)" + (
-        f", {args.peer_workers} txtai worker(s)" if args.peer_python else "")
-    body = (f"{args.questions:,} real questions ({args.index_type} indexes), k={K}, queries cut to "
-            f"{QUERY_CHARS} characters; {workers}. Each client sends one search "
-            f"at a time; \"writer adding\" runs while a client POSTs {args.writes:,} new questions in "
-            f"batches of {args.write_batch} (and at least {args.seconds:g} s). Latency is what the client "
-            f"measured, load generator and server sharing the machine, whose 1-minute load average "
-            f"was {load_before[0]:.1f} before the run started (other programs' demand on its "
-            f"{os.cpu_count()} cores).\n\n{table}\n\nCounts checked "
-            f"after the runs: {'; '.join(checks)}.{peer}")
     write_section(f"serve-{args.questions}",
                   f"Serving: searches under load (askalike serve, {args.questions:,} questions)",
-                  command, body)
+                  command_line(args), report_body(args, plan, table, checks, load_before))
+
+
+def command_line(args: argparse.Namespace) -> str:
+    return (f"python -m bench.serve --questions {args.questions} "
+            f"--clients {' '.join(map(str, args.clients))} "
+            f"--seconds {args.seconds:g} --writes {args.writes} --write-batch {args.write_batch} "
+            f"--models {' '.join(args.models)} --workers {' '.join(map(str, args.workers))} "
+            f"--modes {' '.join(args.modes)} --index-type {args.index_type}"
+            + (" --peer-python ~/.cache/askalike/txtai-venv/bin/python "
+               f"--peer-modes {' '.join(args.peer_modes)}" if args.peer_python else ""))
+
+
+def report_body(args: argparse.Namespace, plan: Plan, table: str, checks: list[str], load_before: float
+                ) -> str:
+    notes = list(dict.fromkeys(server.note for server in plan.servers if server.note))
+    peer = (f"The peer: txtai's API (`uvicorn txtai.api:app`) over {PEER_MODEL} in torch through "
+            f"sentence-transformers, its faiss backend built as `{PEER_COMPONENTS.get(args.index_type)}`, "
+            "the texts stored (`content: true`); hybrid is its `hybrid: true` (BM25 beside the dense "
+            "index, fused at its default weights, 0.5 each)."
+            if args.peer_python else "The txtai peer was not run (no `--peer-python`).")
+    differs = ("What is not the same: the encoders (askalike runs its own models, "
+               "`models/accurate` a fine-tuned all-MiniLM-L6-v2 in ONNX Runtime with int8 weights, "
+               "`models/fast` a DAN in numpy; txtai runs all-MiniLM-L6-v2 in fp32 torch); HNSW's "
+               "search depth (askalike's efSearch is the one its build recorded, 128 up to 500,000 "
+               "questions; txtai has no setting for it, so FAISS's default, 16, applies: fewer "
+               "candidates a search); the hybrid fusion (each system's own); the writes (askalike: "
+               "one authenticated POST a batch; txtai: POST /add then GET /upsert, no key)"
+               + (f"; and txtai's writes at more than one worker: {'; '.join(notes)}" if notes else "")
+               + "." if args.peer_python else "")
+    compared = ratios(plan)
+    return (f"{args.questions:,} real questions ({args.index_type} indexes), k={K}, queries cut to "
+            f"{QUERY_CHARS} characters. Every server process runs under {describe_threads(SERVER_THREADS)} "
+            "(askalike's ONNX Runtime sessions at 1 thread too); each system at "
+            f"{', '.join(map(str, args.workers))} worker process(es); askalike in mode "
+            f"{', '.join(args.modes)} (`mode=` of GET /search). "
+            f"{peer} All servers were up at once, each on its own copy of its index; at each level the "
+            "systems ran one after another, in an order that reversed from one level to the next "
+            "(those compared side by side next to each other: by workers, then mode). "
+            f"Each client sends one search at a time; writer \"adding\" runs while a client POSTs "
+            f"{args.writes:,} new questions in batches of {args.write_batch} (and at least "
+            f"{args.seconds:g} s), idle runs {args.seconds:g} s. Latency is what the client measured, "
+            f"load generator and servers sharing the machine's {os.cpu_count()} cores; \"load avg 1 "
+            f"min\" is the 1-minute load average when the row's run started (the runs before it "
+            f"count in it; {load_before:.2f} before the servers started)."
+            + (f"\n\n{differs}" if differs else "") + f"\n\n{table}"
+            + (f"\n\naskalike over txtai at the same workers, mode, clients and writer:\n\n{compared}"
+               if compared else "")
+            + "\n\nA request that does no work (askalike's GET /health, txtai's GET /count), median of 20 "
+            "on one kept-alive connection after the first, before the runs: the floor under every "
+            "search of a client that keeps its connection (uvicorn's `--workers N` above 1 serves "
+            "without TCP_NODELAY, Kludex/uvicorn#3149: a response then waits for the client's delayed "
+            "ACK, about 40 ms on Linux; one worker is not affected):\n\n"
+            + markdown_table(["system", "workers", "ms"],
+                             [[f"{server.system}" + (f" ({server.index})" if server.index else ""),
+                               server.workers, f"{server.keepalive_ms:.1f}"] for server in plan.servers])
+            + f"\n\nCounts checked after the runs: {'; '.join(checks)}.")
 
 
 if __name__ == "__main__":
