@@ -49,7 +49,7 @@ from bench.common import (
 )
 from bench.scale import K, build_in_child, latencies_ms, measure, split_texts
 from core.model_dir import PRETRAINED
-from indexer.tuning import choose_parameters
+from indexer.index_types import INDEX_TYPES
 
 PEER_MODEL = "all-MiniLM-L6-v2"
 PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
@@ -67,7 +67,7 @@ def peer_model() -> Any:
 
 def hnsw_parameters(size: int) -> dict[str, Any]:
     """askalike's HNSW parameters for ``size`` vectors (they do not depend on the dimension)."""
-    return choose_parameters("hnsw", size, 0)
+    return INDEX_TYPES["hnsw"].parameters(size, 0)
 
 
 def build_sentence_transformers(source: Path, out: Path, types: list[str]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ from bench.common import (
     write_section,
 )
 from core.model_dir import PRETRAINED
-from indexer.tuning import HNSW_LINKS
+from indexer.index_types import Hnsw
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-serve"
 KEY = "bench-serve-key-0123456789abcdef"
@@ -83,7 +83,7 @@ SERVER_THREADS = 1  # compute threads a server process: what `askalike serve` pi
 PROBE_ROUNDS = 10  # add + upsert rounds that check a multi-worker txtai server's writes
 # the FAISS structure of txtai's faiss backend for each of askalike's index types (txtai adds
 # with ids, hence the IDMap); None: txtai cannot build the same one here
-PEER_COMPONENTS: dict[str, str | None] = {"flat": "IDMap,Flat", "hnsw": f"IDMap,HNSW{HNSW_LINKS}",
+PEER_COMPONENTS: dict[str, str | None] = {"flat": "IDMap,Flat", "hnsw": f"IDMap,HNSW{Hnsw.LINKS}",
                                           "ivf": None, "ivfpq": None}
 
 Request = Callable[[str], str]  # query -> the path and query string of its search
