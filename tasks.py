@@ -45,8 +45,6 @@ def demo() -> None:
     run(BIN / DEMO[0], *DEMO[1:])
 
 
-# what the search page's test drives (tests/test_serve_page.py); pip cannot install a browser
-BROWSER = (Path("/usr/bin/chromium"), "chromedriver")
 BROWSER_NOTE = ("note: the search page's test needs a headless browser and will be skipped: install "
                 "Chromium and its driver (Debian: apt-get install chromium chromium-driver)")
 
@@ -54,7 +52,8 @@ BROWSER_NOTE = ("note: the search page's test needs a headless browser and will 
 def test() -> None:
     import shutil
 
-    if not BROWSER[0].exists() or shutil.which(BROWSER[1]) is None:
+    # what the search page's test drives (tests/test_serve_page.py); pip cannot install a browser
+    if not Path("/usr/bin/chromium").exists() or shutil.which("chromedriver") is None:
         print(BROWSER_NOTE, flush=True)
     run(BIN / "ruff", "check", ".")
     run(BIN / "python", "-m", "pytest", "-q")

@@ -179,6 +179,7 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
         date_format: DateOrder | None = Field(None, alias=DATE_FORMAT)
         min_match: StrictStr | StrictFloat | StrictInt | None = Field(None, alias="min-match",
                                                                      description=MIN_MATCH_HELP)
+        collapse: StrictBool = False
 
         @model_validator(mode="before")
         @classmethod
@@ -190,7 +191,6 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
                     if key in ("min_match", "date_format"):
                         raise ValueError(unknown_parameters([key], ["min-match", DATE_FORMAT]))
             return data
-        collapse: StrictBool = False
 
     @api.get("/health", tags=["state"])
     def health() -> dict[str, str]:
