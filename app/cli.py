@@ -8,6 +8,7 @@ import sys
 from typing import Any, TextIO
 
 from app import (  # noqa: F401 (register)
+    calibrate_command,
     duplicates_command,
     eval_commands,
     index_commands,

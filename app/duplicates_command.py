@@ -95,18 +95,16 @@ def duplicates(
     index_dir: IndexOption = DEFAULT_INDEX_DIR,
     database: DatabaseOption = None,
     min_match: Annotated[str | None, typer.Option(
-        "--min-match", help="How alike two questions must be to count as duplicates: the match "
-                            "that search shows (cosine of their vectors), as 80% or 0.8.",
-        show_default="70%")] = None,
+        "--min-match", help="How likely two questions must be to ask the same question to count as "
+                            "duplicates (the match search shows), as 80% or 0.8.",
+        show_default="50%")] = None,
     since: Annotated[str | None, typer.Option(
-        help="Only the groups of questions dated on or after this date (each compared with the "
-             "whole collection): what a moderator runs daily.")] = None,
+        help="Only the groups of questions dated on or after this date, each group whole (each "
+             "compared with the whole collection): what a moderator runs daily.")] = None,
     date_format: DateFormatOption = None,
     neighbours: Annotated[int, typer.Option(
-        "--neighbours", min=1, help="Nearest questions looked at per question.")] = 10,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Every question of a group at least --min-match alike to its first one: "
-                         "no chains (a like b, b like c, a unlike c), smaller and surer groups.")] = False,
+        "--neighbours", min=1, help="Nearest questions looked at first per question (more where "
+                                    "all of them are duplicates): a speed setting.")] = 10,
     output_format: Annotated[GroupsFormat, typer.Option(
         "--format", help="table: one block per group; csv: one row per question; json: one group "
                          "a line.")] = GroupsFormat.table,
@@ -115,28 +113,31 @@ def duplicates(
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
     device: DeviceOption = Device.auto,
 ) -> None:
-    """List the groups of near-duplicate questions in the index, most central question first.
+    """List the groups of near-duplicate questions in the index, each around its centre.
 
     Each question's nearest neighbours come from the index (not all pairs, so it scales to
-    100,000s of questions); pairs at least --min-match alike are joined into groups (a question
-    alike to two others joins their groups; --strict does not chain). Duplicates are judged by
-    meaning only, on the vectors stored with the index: no model is loaded, and BM25 plays no
-    part (its scores have no scale that one threshold could mean)."""
+    100,000s of questions); the pairs whose match reaches --min-match (the index model's
+    calibrated judgement that they ask the same question) are found, and each group is a centre
+    and the questions judged the same as it: groups never chain (a like b, b like c, a unlike c).
+    Duplicates are judged by meaning only, on the vectors stored with the index: no model is
+    loaded, and BM25 plays no part (its scores have no scale that one threshold could mean)."""
     from core.files import require_output_file, write_text_atomically
-    from indexer.directory import open_index
+    from indexer.directory import open_index, recorded_model
     from indexer.source_identity import source_labels
-    from retrieval.collection_duplicates import DEFAULT_MIN_MATCH, duplicate_groups
+    from retrieval.collection_duplicates import duplicate_groups
+    from retrieval.judgement import SAME_QUESTION, model_judge
 
     output_format = GroupsFormat.json if as_json else output_format
     with user_errors():
-        threshold = DEFAULT_MIN_MATCH if min_match is None else share(min_match, zero_allowed=False)
+        threshold = SAME_QUESTION if min_match is None else share(min_match, zero_allowed=False)
         if out is not None:  # before any work
             file_format = _file_format(out, output_format)
             require_output_file(out)
         index = open_index(index_dir, database)
         try:
-            find = partial(duplicate_groups, index, threshold, since, date_order=date_format,
-                           neighbours=neighbours, strict=strict, search=neighbour_search(index, device))
+            judge = model_judge(recorded_model(index_dir, index.manifest.encoder))
+            find = partial(duplicate_groups, index, judge, threshold, since, date_order=date_format,
+                           neighbours=neighbours, search=neighbour_search(index, device))
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
             labels = source_labels(index.store.counts_by_source())
         finally:

@@ -196,12 +196,13 @@ def search(
     like: Annotated[str | None, typer.Option(
         "--like", help="More like this: the questions most alike to the one with this id (as "
                        "`show` takes it) instead of a query; by meaning.")] = None,
-    min_match: Annotated[str, typer.Option(
-        "--min-match", help="Leave out hits whose match is below this: 50% or 0.5 (a number "
-                            "without % is a fraction: 1 is 100%).")] = "0",
+    min_match: Annotated[str | None, typer.Option(
+        "--min-match", help="Leave out hits whose match (how likely a hit asks the same question) "
+                            "is below this: 50% or 0.5 (a number without % is a fraction: 1 is "
+                            "100%).", show_default="0: every hit")] = None,
     collapse: Annotated[bool, typer.Option(
-        "--collapse", help="Fold near-duplicates (cosine 0.95 or more) into the better hit they "
-                           "repeat, shown as \"(+N alike)\".")] = False,
+        "--collapse", help="Fold the hits judged the same question as a better hit (a match of "
+                           "50% or more between the two) into it, shown as \"(+N alike)\".")] = False,
     fields: Annotated[str | None, typer.Option(
         "--fields", help="Columns of the table, CSV and TSV, comma-separated, from: "
                          f"{', '.join(RESULT_FIELDS)}.",
@@ -243,7 +244,7 @@ def search(
     queries = [] if like is not None else _queries(query)
     tuning = _tuning(ef_search, nprobe, k_factor)
     with user_errors():
-        shown = Shown(k, share(min_match), collapse)
+        shown = Shown(k, collapse=collapse) if min_match is None else Shown(k, share(min_match), collapse)
         where_filters(where or ())  # refused before the model loads
     with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
         _require_fields(columns, searcher)
@@ -362,27 +363,31 @@ def similar(
         "--sts-scale", help="Also the 0-5 similarity of the STS Benchmark (angular).")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """How alike two texts are: the match search shows (the cosine clipped at 0)."""
+    """Whether two texts ask the same question: the match search shows (how likely they do, by
+    the model's calibrated judge) and the verdict at 50%, what duplicates and --collapse decide."""
     import numpy as np
 
     from core.loader import load_encoder
     from core.similarity import angular_similarity, pair_cosine, require_known_words, require_text
-    from retrieval.searcher import clipped
+    from retrieval.judgement import SAME_QUESTION, model_judge
 
     with user_errors():
         require_text([first, second])
-        encoder = load_encoder(exported(model))
+        spec = exported(model)
+        encoder, judge = load_encoder(spec), model_judge(spec)
         require_known_words(encoder, [first, second], model)
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
         vectors = encoder.encode(unique)
     cosine = pair_cosine(vectors[[0, -1]])
-    figures = {"match": round(clipped(cosine), 4), "cosine": round(cosine, 6)}
+    match = float(judge.probability(cosine))
+    figures = {"match": round(match, 4), "same_question": match >= SAME_QUESTION, "cosine": round(cosine, 6)}
     if sts_scale:
         figures["similarity"] = round(float(angular_similarity(np.array([cosine]))[0]), 4)
     if as_json:
         typer.echo(json.dumps(figures))
         return
-    line = f"{figures['match']:.0%} match (cosine {cosine:.4f})"
+    verdict = "the same question" if figures["same_question"] else "not the same question"
+    line = f"{figures['match']:.0%} match: {verdict} (cosine {cosine:.4f})"
     typer.echo(line + (f", {figures['similarity']:.2f} on the STS 0-5 scale" if sts_scale else ""))
 
 
@@ -394,7 +399,7 @@ def tui(
     min_match: Annotated[str | None, typer.Option(
         "--min-match", help="Leave out hits whose match is below this (30% or 0.3; + and - "
                             "change it in the app).",
-        show_default="0.3 (retrieval/results.py: TUI_MIN_MATCH)")] = None,
+        show_default="0: every hit")] = None,
     collapse: Annotated[bool, typer.Option(
         "--collapse/--no-collapse", help="Fold near-duplicates into the better hit they repeat "
                                          "(a switches it in the app).")] = True,

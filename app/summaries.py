@@ -185,6 +185,9 @@ def tune_summary(record: Mapping[str, Any], out: str) -> list[str]:
     if after["dev_score"] <= before["dev_score"]:
         lines.append("no epoch raised the held-out figures: the new model keeps the base's weights")
     lines += tune_regressions(record)
+    calibrated = record.get("same_question", {}).get("fitted_on")
+    if calibrated:
+        lines.append(f"match (how likely two questions are the same) calibrated on {calibrated}")
     return [*lines, f"saved {out}: use it with `askalike index FILE --model {out}`"]
 
 

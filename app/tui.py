@@ -27,7 +27,8 @@ from app.safe_text import printable
 from core.credentials import masked_text
 from core.errors import UserError
 from retrieval.fusion import SearchMode
-from retrieval.results import TUI_MIN_MATCH, Shown
+from retrieval.judgement import SEARCH_MIN_MATCH
+from retrieval.results import Shown
 from retrieval.searcher import Searcher, SearchFilters, SearchResult, where_filters
 
 DEBOUNCE_S = 0.3
@@ -258,12 +259,12 @@ class SearchApp(App[None]):
     def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20,
                  mode: SearchMode | None = None, min_match: float | None = None,
                  collapse: bool = True) -> None:
-        """``min_match``: None for ``TUI_MIN_MATCH``."""
+        """``min_match``: None for search's default (every hit)."""
         super().__init__(ansi_color=True)  # the terminal's own colours, light or dark
         self.open_searcher = open_searcher
         self.k = k
         self.mode = mode  # None until the searcher is open: then the index model's default
-        self.shown = Shown(k, TUI_MIN_MATCH if min_match is None else min_match, collapse)
+        self.shown = Shown(k, SEARCH_MIN_MATCH if min_match is None else min_match, collapse)
         self.searcher: Searcher | None = None
         self.choices = Choices()
         self.found = 0  # hits of the last search before min-match and collapse

@@ -90,12 +90,33 @@ def tune(
                 stderr.print(plain(interrupted_line(runs)), highlight=False, soft_wrap=True)
                 raise typer.Exit(130) from None
         exported(str(out))
+        if pairs is not None:
+            record["same_question"] = _calibrate(base, str(out), pairs, dev)
     if as_json:
         typer.echo(json.dumps({"model": str(out), **record}))
     else:
         from app.summaries import adapt_summary, tune_summary
 
         print_lines((tune_summary if pairs is not None else adapt_summary)(record, str(out)))
+
+
+def _calibrate(base: str, out: str, pairs: Path, dev: Path | None) -> dict:
+    """Record the tuned model's same-question judge (``retrieval.calibration.calibrate_tuned``);
+    what it was fitted on and measured."""
+    from core.data_dir import DataError, resolve_data_dir
+    from retrieval.calibration import calibrate_tuned
+    from retrieval.judgement import model_judge, record_judge
+    from train.pair_tuning import read_tune_pairs
+
+    try:
+        data_dir = resolve_data_dir()
+    except DataError:
+        data_dir = None
+    judge = calibrate_tuned(out, read_tune_pairs(pairs, dev)[1], model_judge(base), data_dir)
+    if judge is None:
+        return {"fitted_on": None}
+    record_judge(out, judge)
+    return {"fitted_on": judge.fitted_on, **(judge.figures or {})}
 
 
 def interrupted_line(run_dir: Path) -> str:

@@ -1,28 +1,29 @@
-"""How good are the groups ``askalike duplicates`` finds? Scored against the gold of the SemEval
-CQA subtask B splits, whose (original, related) question pairs are judged PerfectMatch/Relevant
-(a duplicate to find) or Irrelevant.
+"""How good are the same-question judgements and the groups ``askalike duplicates`` finds? Scored
+against the gold of the SemEval CQA subtask B splits, whose (original, related) question pairs
+are judged PerfectMatch (the same question), Relevant or Irrelevant.
 
     .venv/bin/python -m bench.duplicates_quality [--model models/fast --model models/accurate]
 
-Each split's questions (the originals and their related questions) are indexed on their own
-(cached under ~/.cache/askalike/bench-duplicates/cqa), the collection's near-duplicate groups are
-found as the command finds them (``retrieval.collection_duplicates``, 10 neighbours a question),
-and a judged pair counts as found when both questions land in the same group. Precision and
-recall are over the judged pairs only (unjudged pairs have no gold).
+Two tables for docs/results.md:
 
-Prints two markdown tables for docs/results.md: dev 2016 at thresholds 50-95% (what the
-command's default was chosen from), and every split at the default and at the threshold of the
-best F1 on dev 2016 (a 0.01 grid from 30%, for each grouping; applied unchanged to the test
-splits), for both of the command's groupings: the pairs joined (union-find,
-``connected_groups``) and ``--strict`` (``centred_groups``: every member at least the threshold
-alike to its group's centre).
+- **Pair judgements** (issue 50): each model's judge is fitted as ``askalike calibrate`` fits it
+  (CQA train and dev 2016, ``retrieval.calibration.fit_on_cqa``), and on each split the pairs
+  it calls the same question are scored against PerfectMatch: at its default (a match of 50%),
+  at the match threshold of the best F1 on dev 2016 (applied unchanged to the tests), and beside
+  them the cosine threshold the command used before (0.7); with the calibration error of the
+  match (10 bins). Test 2017's gold is binary (PerfectMatch or Relevant, no 3-way labels):
+  there the figures are against that gold and no calibration error is given.
+- **Groups**: each split's questions (the originals and their related questions) are indexed on
+  their own (cached under ~/.cache/askalike/bench-duplicates/cqa), the groups are found as the
+  command finds them (``centred_groups`` over the pairs at the threshold), and a judged pair
+  counts as found when both questions land in the same group; precision and recall are over the
+  judged pairs against the split's binary gold (PerfectMatch or Relevant: a duplicate to find).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,22 +31,19 @@ import numpy as np
 
 from bench.common import markdown_table
 from core.data_dir import resolve_data_dir
+from core.loader import load_encoder
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import open_index
-from retrieval.collection_duplicates import (
-    DEFAULT_MIN_MATCH,
-    Pair,
-    centred_groups,
-    connected_groups,
-    similar_pairs,
-)
+from retrieval.calibration import JudgedPair, cqa_pairs, fit_on_cqa, pair_cosines
+from retrieval.collection_duplicates import Pair, centred_groups, similar_pairs
 from retrieval.cqa_runs import CqaSplit, load_cqa_split
+from retrieval.judgement import SAME_QUESTION, SameQuestionJudge, calibration_error, f1_at
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-duplicates" / "cqa"
 SPLITS = ("dev2016", "test2016", "test2017")
-GRID = [step / 100 for step in range(30, 100)]  # the thresholds tried for the best F1 on dev
-SWEEP = [step / 100 for step in range(50, 100, 5)]  # the dev table the default was chosen from
-FLOOR = GRID[0]  # pairs are found once, down to the lowest threshold tried
+GRID = [step / 100 for step in range(5, 100)]  # the match thresholds tried for the best F1 on dev
+FORMER_COSINE = 0.7  # the cosine ``duplicates`` called near-duplicates before the judge
+FLOOR = 0.3  # pairs are found once, down to this cosine
 
 
 @dataclass(frozen=True)
@@ -86,10 +84,9 @@ def split_index(split: CqaSplit, model: str) -> Path:
 
 @dataclass(frozen=True)
 class FoundPairs:
-    """A split's pairs at FLOOR or more, the vectors of their questions, each row id's question id."""
+    """A split's pairs at a cosine of FLOOR or more and each row id's question id."""
 
     pairs: list[Pair]
-    vectors: dict[int, np.ndarray]
     ids: dict[int, str]
 
 
@@ -97,30 +94,17 @@ def found_pairs(index_dir: Path) -> FoundPairs:
     opened = open_index(index_dir)
     try:
         pairs = similar_pairs(opened, FLOOR)
-        involved = sorted({i for pair in pairs for i in (pair.first, pair.second)})
-        vectors = opened.store.vectors_of(involved, opened.manifest.encoder.dim)
         ids = {row: external for row, _, external in opened.store.question_keys()}
     finally:
         opened.close()
-    return FoundPairs(pairs, vectors, ids)
+    return FoundPairs(pairs, ids)
 
 
-def _pairs_joined(found: FoundPairs, threshold: float) -> list[list[int]]:
-    return connected_groups(found.pairs, threshold)
-
-
-def _centred(found: FoundPairs, threshold: float) -> list[list[int]]:
-    return centred_groups(found.pairs, found.vectors, threshold)
-
-
-# how the command groups pairs: joined (union-find), and with --strict
-GROUPINGS: dict[str, Callable[[FoundPairs, float], list[list[int]]]] = {
-    "joined": _pairs_joined, "--strict": _centred}
-
-
-def score(split: CqaSplit, found: FoundPairs, threshold: float, grouping: str = "joined") -> Score:
-    """The judged pairs whose questions share a group."""
-    groups = GROUPINGS[grouping](found, threshold)
+def score(split: CqaSplit, found: FoundPairs, min_cosine: float) -> Score:
+    """The judged pairs whose questions share a group (the command's ``centred_groups`` of the
+    pairs at ``min_cosine``)."""
+    groups = [[centre, *members] for centre, members in
+              centred_groups([pair for pair in found.pairs if pair.cosine >= min_cosine])]
     group_of = {found.ids[row]: n for n, group in enumerate(groups) for row in group}
     same = [item.orgq_id in group_of and group_of[item.orgq_id] == group_of.get(item.relq_id)
             for item in split.gold]
@@ -130,14 +114,30 @@ def score(split: CqaSplit, found: FoundPairs, threshold: float, grouping: str = 
                  len(groups), max(map(len, groups), default=0))
 
 
-def dev_sweep(model: str, dev: CqaSplit, found: FoundPairs) -> list[list[object]]:
-    """Precision, recall and pairs found on dev 2016 at every SWEEP threshold (what the
-    command's default was chosen from)."""
+def _decision(probabilities: np.ndarray, same: np.ndarray, threshold: float) -> list[str]:
+    called = probabilities >= threshold
+    hits = int(np.sum(called & same))
+    precision = f"{hits / called.sum():.1%}" if called.any() else "-"
+    return [precision, f"{hits / same.sum():.1%}", f"{f1_at(probabilities, same, threshold):.3f}"]
+
+
+def judgement_rows(model: str, judge: SameQuestionJudge, pairs: dict[str, list[JudgedPair]],
+                   cosines: dict[str, np.ndarray]) -> list[list[object]]:
+    """Per split: the F1 (with precision and recall) of the former cosine threshold, of the
+    judge at 50% and at the match threshold best on dev 2016, and the calibration error."""
+    matches = {name: np.asarray(judge.probability(values)) for name, values in cosines.items()}
+    same = {name: np.array([pair.same for pair in rows]) for name, rows in pairs.items()}
+    best = max(GRID, key=lambda t: (f1_at(matches["dev2016"], same["dev2016"], t), -t))
     rows = []
-    for threshold in SWEEP:
-        result = score(dev, found, threshold)
-        rows.append([model, f"{threshold:.0%}", result.found, result.shown_precision,
-                     f"{result.recall:.1%}"])
+    for name in pairs:
+        gold = "PerfectMatch" if name != "test2017" else "PerfectMatch or Relevant (binary gold)"
+        error = "-" if name == "test2017" else f"{calibration_error(matches[name], same[name]):.3f}"
+        for label, values, threshold in (
+                (f"cosine {FORMER_COSINE} (before)", cosines[name], FORMER_COSINE),
+                (f"match {SAME_QUESTION:.0%} (default)", matches[name], SAME_QUESTION),
+                (f"match {best:.0%} (best F1 on dev 2016)", matches[name], best)):
+            rows.append([model, name, gold, len(same[name]), int(same[name].sum()), label,
+                         *_decision(values, same[name], threshold), error])
     return rows
 
 
@@ -149,25 +149,30 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = resolve_data_dir(args.data_dir)
     splits = [load_cqa_split(data_dir, name) for name in SPLITS]
-    sweep, rows = [], []
+    pairs = {name: cqa_pairs(data_dir, name, frozenset({"PerfectMatch"} if name != "test2017"
+                                                       else {"PerfectMatch", "Relevant"}))
+             for name in SPLITS}
+    judgements, rows = [], []
     for model in args.model or ["models/fast", "models/accurate"]:
+        encoder = load_encoder(model)
+        judge = fit_on_cqa(encoder, data_dir)
+        cosines = {name: pair_cosines(encoder, rows) for name, rows in pairs.items()}
+        judgements += judgement_rows(model, judge, pairs, cosines)
         found = {split.name: found_pairs(split_index(split, model)) for split in splits}
         dev = splits[0]
-        sweep += dev_sweep(model, dev, found[dev.name])
-        for grouping in GROUPINGS:
-            dev_f1 = {t: score(dev, found[dev.name], t, grouping).f1 for t in GRID}
-            best = max(GRID, key=lambda t: (dev_f1[t], -t))
-            for split in splits:
-                base_rate = sum(item.label for item in split.gold) / len(split.gold)
-                for label, threshold in (("default", DEFAULT_MIN_MATCH), ("best F1 on dev2016", best)):
-                    result = score(split, found[split.name], threshold, grouping)
-                    rows.append([model, grouping, split.name, f"{threshold:.0%} ({label})", len(split.gold),
-                                 f"{base_rate:.1%}", result.found, result.shown_precision,
-                                 f"{result.recall:.1%}", f"{result.f1:.1%}", result.groups, result.largest])
-    print(markdown_table(["model", "min match", "found", "precision", "recall"], sweep), end="\n\n")
-    print(markdown_table(["model", "grouping", "split", "min match", "judged pairs", "gold duplicates",
+        dev_f1 = {t: score(dev, found[dev.name], judge.cosine_for(t)).f1 for t in GRID}
+        best = max(GRID, key=lambda t: (dev_f1[t], -t))
+        for split in splits:
+            base_rate = sum(item.label for item in split.gold) / len(split.gold)
+            for label, threshold in (("default", SAME_QUESTION), ("best F1 on dev2016", best)):
+                result = score(split, found[split.name], judge.cosine_for(threshold))
+                rows.append([model, split.name, f"{threshold:.0%} ({label})", len(split.gold),
+                             f"{base_rate:.1%}", result.found, result.shown_precision,
+                             f"{result.recall:.1%}", f"{result.f1:.1%}", result.groups, result.largest])
+    print(markdown_table(["model", "split", "gold: the same question", "pairs", "same", "called the same at",
+                          "precision", "recall", "F1", "calibration error"], judgements), end="\n\n")
+    print(markdown_table(["model", "split", "min match", "judged pairs", "gold duplicates",
                           "found", "precision", "recall", "F1", "groups", "largest"], rows))
-
 
 if __name__ == "__main__":
     main()

@@ -138,18 +138,6 @@ class LexicalIndex:
             total[positions[start:end]] += idf * weights[start:end]
         return total
 
-    def full_match(self, query: str) -> float:
-        """The BM25 score of a question of average length that holds each of the query's words
-        once: what a lexical hit's match is a share of. A query word no question holds counts
-        with the highest idf, so a query half of whose words are unknown matches at most about
-        half. Never 0 (a query with no words: 1)."""
-        term_ids, total = self.term_ids, 0.0
-        for token in lexical_tokens(query):
-            term = term_ids.get(token)
-            df = 0 if term is None else int(self.offsets[term + 1] - self.offsets[term])
-            total += np.log(1.0 + (len(self.doc_ids) - df + 0.5) / (df + 0.5)) / (1.0 + K1)
-        return total or 1.0
-
     def scores_of(self, query: str, ids: Sequence[int]) -> dict[int, float]:
         """The BM25 score of each of ``ids`` for ``query``; 0 for an id the index lacks."""
         return self.scores_at(self.scores(query), ids)

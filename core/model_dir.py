@@ -137,6 +137,13 @@ def pretrained_export_dir(name: str) -> Path:
     return cache_dir() / f"onnx-{EXPORT_FORMAT}" / name
 
 
+def calibration_dir(spec: str | Path) -> Path:
+    """The directory whose config.json records a model's calibrations (the same-question judge):
+    the model's own, or a ``pretrained:NAME`` peer's export directory."""
+    name = pretrained_name(spec)
+    return Path(spec) if name is None else pretrained_export_dir(name)
+
+
 def cache_dir() -> Path:
     """$ASKALIKE_CACHE, default ~/.cache/askalike: what the project computes once and keeps."""
     return Path(os.environ.get(CACHE_ENV_VAR, Path.home() / ".cache" / "askalike"))

@@ -1,8 +1,10 @@
 """Near-duplicate groups across a whole collection, as an FAQ or forum owner cleans up: every
-question's nearest neighbours come from the index's FAISS index (k-NN, never all pairs), the
-pairs whose cosine reaches a threshold are joined into groups (union-find; or, strict, split so
-that every member reaches it against the group's centre), and each group lists its most central
-member first.
+question's nearest neighbours come from the index's FAISS index (k-NN, never all pairs, looked at
+deeper where all of them are the same question), the pairs that the model's judge calls the same
+question (``retrieval.judgement``: a match of ``min_match`` or more) are found, and each group is
+a centre with the questions judged the same as it (``centred_groups``): a group never chains
+neighbours of neighbours, and its size comes from the judgement, not from how many neighbours
+were looked at.
 
 Pairs are judged by meaning only, on the cosine of the stored (exact) vectors: a BM25 score has
 no scale that one threshold could mean across questions. ``retrieval.duplicates`` does the same
@@ -11,6 +13,7 @@ question's vector is stored."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,14 +24,10 @@ from core.dates import DateOrder
 from indexer.directory import OpenIndex
 from indexer.store import DATE_ORDER_SETTING, StoredQuestion
 from indexer.vector_index import cosine_error
+from retrieval.judgement import SAME_QUESTION, Judge
 from retrieval.searcher import SearchError, SearchFilters
 
-# the cosine a pair needs to be called near-duplicates: chosen on CQA dev 2016, where the groups
-# at 65% or more are at least 97% right for both shipped models, with a margin: models/accurate's
-# pairs between 60 and 70% are mostly the same topic, not the same question (docs/results.md)
-DEFAULT_MIN_MATCH = 0.7
-DEFAULT_NEIGHBOURS = 10  # nearest questions looked at per question
-CENTRE_TIE = 1e-6  # closeness to the mean vector within which members count as equally central
+DEFAULT_NEIGHBOURS = 10  # nearest questions looked at first per question (deeper where all are the same)
 QUERY_CHUNK = 2048  # questions whose neighbours one FAISS call finds
 
 Progress = Callable[[int, int], None]  # (questions done, questions to do)
@@ -53,7 +52,7 @@ class Pair:
 @dataclass(frozen=True)
 class GroupMember:
     question: StoredQuestion
-    match: float  # cosine to the group's central member, clipped at 0 (1 for the central one)
+    match: float  # how likely it asks the same question as the group's centre (1 for the centre)
 
     def as_json(self) -> dict[str, Any]:
         question, date = self.question, self.question.metadata.get("date")
@@ -64,8 +63,8 @@ class GroupMember:
 
 @dataclass(frozen=True)
 class DuplicateGroup:
-    """Near-duplicate questions, the most central first (``centre_first``), then by their match
-    to it."""
+    """Questions judged the same question as the first, the group's centre; the others by their
+    match to it."""
 
     members: tuple[GroupMember, ...]
 
@@ -103,37 +102,53 @@ def _query_vectors(index: OpenIndex, ids: np.ndarray | None) -> Iterator[tuple[n
 
 
 def candidate_pairs(queries: Iterable[tuple[np.ndarray, np.ndarray]], search: NeighbourSearch, k: int,
-                    floor: float, on_progress: Callable[[int], None] | None = None) -> set[tuple[int, int]]:
+                    floor: float, on_progress: Callable[[int], None] | None = None,
+                    ) -> tuple[set[tuple[int, int]], list[int]]:
     """(smaller id, larger id) of each query question (chunks of ids and vectors) and each of its
-    ``k`` nearest whose inner product reaches ``floor``, itself left out."""
+    ``k`` nearest whose inner product reaches ``floor``, itself left out; and the queries all of
+    whose ``k`` nearest reached it (more may: ``similar_pairs`` looks deeper)."""
     candidates: set[tuple[int, int]] = set()
+    saturated: list[int] = []
     done = 0
     for query_ids, vectors in queries:
         cosines, found = search.search(vectors, k)
         for query, row_cosines, row_ids in zip(query_ids.tolist(), cosines, found, strict=True):
+            reached = (row_cosines >= floor) & (row_ids >= 0)
             candidates.update((min(query, other), max(query, other))
-                              for other in row_ids[(row_cosines >= floor) & (row_ids >= 0)].tolist()
-                              if other != query)
+                              for other in row_ids[reached].tolist() if other != query)
+            if reached.all():
+                saturated.append(query)
         done += len(query_ids)
         if on_progress is not None:
             on_progress(done)
-    return candidates
+    return candidates, saturated
+
+
+def _chunks(index: OpenIndex, ids: Sequence[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    return _query_vectors(index, np.asarray(ids, dtype=np.int64))
 
 
 def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = None,
                   neighbours: int = DEFAULT_NEIGHBOURS, on_progress: Progress | None = None,
                   search: NeighbourSearch | None = None) -> list[Pair]:
-    """The pairs of stored questions whose cosine reaches ``min_cosine``, found among each
-    question's ``neighbours`` nearest (only of the questions in ``ids``, against the whole
-    collection; None: every question). ``search`` (default: the index's FAISS index, with its
-    own search settings) proposes the candidates; each is then scored on the stored vectors, so
-    the cosines are exact whatever the index type, and ids that FAISS still holds but the store
-    no longer does drop out."""
+    """The pairs of stored questions whose cosine reaches ``min_cosine``, among each question's
+    nearest (only of the questions in ``ids``, against the whole collection; None: every
+    question): ``neighbours`` of them, and twice as many again for a question all of whose
+    nearest reached it, until some do not, so that no question's pairs are cut off. ``search``
+    (default: the index's FAISS index, with its own search settings) proposes the candidates;
+    each is then scored on the stored vectors, so the cosines are exact whatever the index type,
+    and ids that FAISS still holds but the store no longer does drop out."""
+    search = search or index.faiss
     total = index.store.count() if ids is None else len(ids)
-    wanted = min(neighbours + 1, int(index.faiss.ntotal))  # + 1: a question finds itself
+    stored_count = int(index.faiss.ntotal)
+    wanted = min(neighbours + 1, stored_count)  # + 1: a question finds itself
     floor = min_cosine - 2 * cosine_error(index.faiss)
     progress = None if on_progress is None else lambda done: on_progress(done, total)
-    candidates = candidate_pairs(_query_vectors(index, ids), search or index.faiss, wanted, floor, progress)
+    candidates, saturated = candidate_pairs(_query_vectors(index, ids), search, wanted, floor, progress)
+    while saturated and wanted < stored_count:
+        wanted = min(2 * wanted, stored_count)
+        deeper, saturated = candidate_pairs(_chunks(index, saturated), search, wanted, floor)
+        candidates |= deeper
     involved = sorted({i for pair in candidates for i in pair})
     stored = index.store.vectors_of(involved, index.manifest.encoder.dim)
     pairs = [Pair(a, b, float(stored[a] @ stored[b])) for a, b in sorted(candidates)
@@ -141,94 +156,68 @@ def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = 
     return [pair for pair in pairs if pair.cosine >= min_cosine]
 
 
-def connected_groups(pairs: Sequence[Pair], min_cosine: float) -> list[list[int]]:
-    """The row ids joined by the pairs whose cosine reaches ``min_cosine`` (union-find), each
-    group sorted, groups in the order of their smallest id."""
-    parent: dict[int, int] = {}
-
-    def root(node: int) -> int:
-        parent.setdefault(node, node)
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]  # path halving
-            node = parent[node]
-        return node
-
+def centred_groups(pairs: Sequence[Pair]) -> list[tuple[int, list[int]]]:
+    """(centre, members) groups from the pairs judged the same question: the question with the
+    most such partners not yet grouped (then the larger sum of their cosines, then the first
+    indexed) is a centre, and those partners its members; then the next, until no question has
+    a partner left. Every member is judged the same question as its centre, so a group never
+    chains a, b, c where a and c differ; a question joins one group only."""
+    partners: dict[int, dict[int, float]] = {}
     for pair in pairs:
-        if pair.cosine >= min_cosine:
-            first, second = root(pair.first), root(pair.second)
-            if first != second:
-                parent[max(first, second)] = min(first, second)
-    groups: dict[int, list[int]] = {}
-    for node in sorted(parent):
-        groups.setdefault(root(node), []).append(node)
-    return list(groups.values())
-
-
-def centre_first(ids: Sequence[int], vectors: dict[int, np.ndarray]) -> tuple[list[int], np.ndarray]:
-    """``ids`` with the question closest to their mean vector first (of equally close ones, the
-    first indexed), then the others by their cosine to it (equal ones in the order indexed), and
-    those cosines in that order."""
-    ids = sorted(ids)
-    matrix = np.stack([vectors[i] for i in ids])
-    closeness = matrix @ matrix.mean(axis=0)
-    # the first indexed among equally central ones (the two of a pair always are)
-    central = int(np.flatnonzero(closeness >= closeness.max() - CENTRE_TIE)[0])
-    matches = matrix @ matrix[central]
-    # matches equal as shown (4 decimals, as JSON gives them) in the order indexed
-    order = sorted(range(len(ids)), key=lambda j: (j != central, -round(float(matches[j]), 4), ids[j]))
-    return [ids[j] for j in order], matches[order]
-
-
-def centred_groups(pairs: Sequence[Pair], vectors: dict[int, np.ndarray],
-                   min_cosine: float) -> list[list[int]]:
-    """Strict groups of row ids: each member at least ``min_cosine`` alike to the group's first,
-    most central member. The pairs that reach ``min_cosine`` are joined (``connected_groups``);
-    a group whose members are not all that alike to its centre (a chain a, b, c where a and c
-    differ) keeps those that are, and the rest are grouped again by the pairs among them, so
-    that a low threshold cannot chain a whole topic into one group."""
-    by_node: dict[int, list[Pair]] = {}
-    for pair in pairs:
-        if pair.cosine >= min_cosine:
-            by_node.setdefault(pair.first, []).append(pair)
-    pending = connected_groups(pairs, min_cosine)
-    groups: list[list[int]] = []
-    while pending:
-        ordered, matches = centre_first(pending.pop(), vectors)
-        # the centre is in a pair of the group, so at least its partner stays with it
-        groups.append([ordered[0], *(i for i, match in zip(ordered[1:], matches[1:], strict=True)
-                                     if match >= min_cosine)])
-        rest = set(ordered) - set(groups[-1])
-        pending += connected_groups([pair for node in rest for pair in by_node.get(node, ())
-                                     if pair.second in rest], min_cosine)
+        partners.setdefault(pair.first, {})[pair.second] = pair.cosine
+        partners.setdefault(pair.second, {})[pair.first] = pair.cosine
+    grouped: set[int] = set()
+    groups: list[tuple[int, list[int]]] = []
+    heap = [(-len(others), -sum(others.values()), node) for node, others in partners.items()]
+    heapq.heapify(heap)
+    while heap:
+        count, weight, node = heapq.heappop(heap)
+        if node in grouped:
+            continue
+        free = {other: cosine for other, cosine in partners[node].items() if other not in grouped}
+        if (-len(free), -sum(free.values())) != (count, weight):  # partners grouped since: re-rank
+            if free:
+                heapq.heappush(heap, (-len(free), -sum(free.values()), node))
+            continue
+        members = sorted(free, key=lambda other: (-round(free[other], 4), other))
+        groups.append((node, members))
+        grouped.update([node, *members])
     return groups
 
 
-def _group(ids: list[int], vectors: dict[int, np.ndarray],
+def _group(centre: int, members: list[int], cosines: dict[int, float], judge: Judge,
            questions: dict[int, StoredQuestion]) -> DuplicateGroup:
-    ordered, matches = centre_first(ids, vectors)
-    return DuplicateGroup(tuple(GroupMember(questions[i], max(0.0, min(1.0, float(match))))
-                                for i, match in zip(ordered, matches, strict=True)))
+    alike = [GroupMember(questions[i], float(judge.probability(cosines[i]))) for i in members]
+    return DuplicateGroup((GroupMember(questions[centre], 1.0), *alike))
 
 
-def duplicate_groups(index: OpenIndex, min_match: float = DEFAULT_MIN_MATCH, since: str | None = None,
-                     date_order: DateOrder | None = None, neighbours: int = DEFAULT_NEIGHBOURS,
-                     strict: bool = False, on_progress: Progress | None = None,
+def duplicate_groups(index: OpenIndex, judge: Judge, min_match: float = SAME_QUESTION,
+                     since: str | None = None, date_order: DateOrder | None = None,
+                     neighbours: int = DEFAULT_NEIGHBOURS, on_progress: Progress | None = None,
                      search: NeighbourSearch | None = None) -> list[DuplicateGroup]:
-    """The groups of near-duplicate questions of the collection, the largest first, then in the
-    order of their first indexed question: the pairs at ``min_match`` or more joined
-    (``connected_groups``), or with ``strict`` each member that alike to its group's centre
-    (``centred_groups``). With ``since``, only the groups that hold a question dated on or after it.
-    ``search`` proposes the neighbours (see ``similar_pairs``)."""
+    """The groups of questions that ``judge`` (the index model's, ``retrieval.judgement``) calls
+    the same question with a match of ``min_match`` or more, each around its centre
+    (``centred_groups``), the largest first, then in the order of their centres. With ``since``,
+    the groups that hold a question dated on or after it, whole: the partners of those questions
+    are looked at as well, so that each group is the one a run over the whole collection would
+    centre there. ``search`` proposes the neighbours (see ``similar_pairs``)."""
     if not 0.0 < min_match <= 1.0:
         raise SearchError(f"min match {min_match}: must be above 0 and at most 1 (100%)")
+    min_cosine = judge.cosine_for(min_match)
     checked = questions_to_check(index, since, date_order)
-    pairs = similar_pairs(index, min_match, checked, neighbours, on_progress, search)
-    involved = sorted({i for pair in pairs for i in (pair.first, pair.second)})
-    vectors = index.store.vectors_of(involved, index.manifest.encoder.dim)
-    groups = centred_groups(pairs, vectors, min_match) if strict else connected_groups(pairs, min_match)
+    pairs = similar_pairs(index, min_cosine, checked, neighbours, on_progress, search)
+    if checked is not None:  # the partners' own pairs, so that a partner can be a whole centre
+        partners = sorted({i for pair in pairs for i in (pair.first, pair.second)} - set(checked.tolist()))
+        known = {(pair.first, pair.second) for pair in pairs}
+        pairs += [pair for pair in similar_pairs(index, min_cosine, np.asarray(partners, dtype=np.int64),
+                                                 neighbours, None, search)
+                  if (pair.first, pair.second) not in known]
+    groups = centred_groups(pairs)
     if checked is not None:
         new = set(checked.tolist())
-        groups = [ids for ids in groups if not new.isdisjoint(ids)]
-    groups.sort(key=lambda ids: (-len(ids), min(ids)))
-    questions = index.store.fetch([i for ids in groups for i in ids])
-    return [_group(ids, vectors, questions) for ids in groups]
+        groups = [(centre, members) for centre, members in groups if not new.isdisjoint([centre, *members])]
+    groups.sort(key=lambda group: (-len(group[1]), group[0]))
+    cosine = {(pair.first, pair.second): pair.cosine for pair in pairs}
+    questions = index.store.fetch([i for centre, members in groups for i in (centre, *members)])
+    return [_group(centre, members, {i: cosine[min(centre, i), max(centre, i)] for i in members}, judge,
+                   questions) for centre, members in groups]

@@ -11,15 +11,14 @@ from typing import Any
 from indexer.store import StoredQuestion
 from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
+from retrieval.judgement import SEARCH_MIN_MATCH
 from retrieval.searcher import Searcher, SearchResult
 
 COLLAPSE_DEPTH = 3  # a collapsed search reads this many hits per hit shown, to fill k after folding
-TUI_MIN_MATCH = 0.3  # the TUI's default: below it, hits are mostly unrelated
 
 
 def at_least(results: list[SearchResult], min_match: float) -> list[SearchResult]:
-    """The hits whose match reaches ``min_match`` (a fraction); the match falls as the rank
-    does, so these are the leading ones."""
+    """The hits whose match reaches ``min_match`` (a fraction), in their order."""
     return [result for result in results if result.match >= min_match]
 
 
@@ -48,7 +47,7 @@ class Shown:
     marked "≈ #N" or (``collapse``) folded into their better hit."""
 
     k: int = 10
-    min_match: float = 0.0
+    min_match: float = SEARCH_MIN_MATCH
     collapse: bool = False
 
     @property

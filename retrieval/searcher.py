@@ -49,6 +49,7 @@ from indexer.vector_index import (
     search_parameters,
 )
 from retrieval.fusion import SearchMode, default_mode, fused_score
+from retrieval.judgement import Judge, model_judge
 
 if TYPE_CHECKING:
     import faiss
@@ -173,11 +174,9 @@ class SearchResult:
     cosine: float
     score: float  # what the results are ordered by: the cosine, the BM25 score or the fused score
     duplicate_of: int | None = None  # rank of a better hit this one nearly duplicates
-    # the figure a person reads: the score as a fraction in [0, 1], falling as the rank does.
-    # Dense (the default, None): the cosine clipped at 0 (an unrelated question shows 0%, not the
-    # 2.5 of 5 of the angular scale). Lexical: the BM25 score as a share of
-    # ``LexicalIndex.full_match`` (the query's words, weighted by rarity, the question holds), at
-    # most 1. Hybrid: the fused score clipped to [0, 1] (relative to the query's candidates).
+    # the figure a person reads, in every mode: how likely the hit asks the same question as the
+    # query, from their cosine by the model's calibrated judge (``retrieval.judgement``); made
+    # without one (None), the cosine clipped to [0, 1], as for a model never calibrated
     match: float = None  # type: ignore[assignment]
     alike: tuple[SearchResult, ...] = ()  # near-duplicates folded into this hit (``collapse``)
 
@@ -267,6 +266,7 @@ class Searcher:
                                  "--index NEWDIR`)", SearchError)
             self.encoder = encoder or load_encoder(spec, threads)
             tuned = hybrid_dense_weight(spec)
+            self.judge: Judge = model_judge(spec)
         except BaseException:
             self.index.close()
             raise
@@ -468,7 +468,7 @@ class Searcher:
                         exclude: int | None) -> list[list[SearchResult]]:
         live = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
         found = self._fetch(sorted({i for hits in live for i, _ in hits}))
-        return [_results([(i, c, c) for i, c in hits if i in found], found) for hits in live]
+        return [_results([(i, c, c) for i, c in hits if i in found], found, self.judge) for hits in live]
 
     def _search_words(self, query: str, vector: np.ndarray, k: int, allowed: np.ndarray | None,
                       mode: SearchMode) -> list[SearchResult]:
@@ -489,7 +489,6 @@ class Searcher:
         at 100,000 questions the settings for 100 candidates took half the search's time and
         changed 0.2% of its top 10 (``bench/serve.py``)."""
         hybrid, depth, score = mode == SearchMode.hybrid, CANDIDATE_POOL, None
-        full = 1.0 if hybrid else self.lexical.full_match(query)  # what the match is a share of
         lexical_scores = self.lexical.scores(query)
         while True:
             words = self.lexical.top_of(lexical_scores, depth, allowed)
@@ -507,7 +506,7 @@ class Searcher:
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
                 found = self._fetch(ranked[:k])  # only the rows shown are read whole
                 return _results([(i, cosines[i], scores[i]) for i in ranked[:k] if i in found], found,
-                                lambda score: clipped(score / full))
+                                self.judge)
             depth = max(2 * depth, k)
 
     def _cosines(self, vector: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
@@ -561,9 +560,8 @@ class Searcher:
 
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion],
-             match: Callable[[float], float] | None = None) -> list[SearchResult]:
-    """SearchResults of (id, cosine, score) hits, best first; ``match`` maps a score to the
-    hit's match (None: the dense match of its cosine)."""
+             judge: Judge) -> list[SearchResult]:
+    """SearchResults of (id, cosine, score) hits, best first, each hit's match ``judge``'s."""
     return [SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject, found[i].body,
-                         found[i].metadata, cosine, score, match=None if match is None else match(score))
+                         found[i].metadata, cosine, score, match=float(judge.probability(cosine)))
             for rank, (i, cosine, score) in enumerate(hits, start=1)]

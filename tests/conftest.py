@@ -23,6 +23,20 @@ def tiny_model(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
 
 
+@pytest.fixture(scope="session")
+def steep_model(tmp_path_factory, tiny_model) -> Path:
+    """The tiny model with a judge that calls only near-copies the same question (50% at cosine
+    0.98): the untrained model's cosines of unrelated questions reach 0.5."""
+    import shutil
+
+    from retrieval.judgement import SameQuestionJudge, record_judge
+
+    model = tmp_path_factory.mktemp("models") / "steep"
+    shutil.copytree(tiny_model, model)
+    record_judge(model, SameQuestionJudge(50.0, -49.0, "tests: 50% at cosine 0.98"))
+    return model
+
+
 @pytest.fixture
 def built(tmp_path, tiny_model) -> tuple[Path, Path]:
     """An index of 200 questions (its own SQLite file) and its source."""

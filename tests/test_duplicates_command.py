@@ -22,13 +22,8 @@ from helpers import (
 from test_cli import assert_documented
 
 from indexer.directory import open_index
-from retrieval.collection_duplicates import (
-    DEFAULT_MIN_MATCH,
-    Pair,
-    centred_groups,
-    connected_groups,
-    duplicate_groups,
-)
+from retrieval.collection_duplicates import Pair, centred_groups, duplicate_groups
+from retrieval.judgement import SAME_QUESTION, SameQuestionJudge, UncalibratedJudge
 
 EXACT = "99.99%"  # only copies of the same text reach it, whatever the (untrained) model
 
@@ -54,10 +49,11 @@ def _ids(groups) -> list[list[str]]:
     return [sorted(member.question.external_id for member in group.members) for group in groups]
 
 
-def test_groups_join_pairs_transitively_and_leave_weak_pairs_out():
-    pairs = [Pair(1, 2, 0.95), Pair(2, 3, 0.92), Pair(4, 5, 0.97), Pair(5, 6, 0.5), Pair(7, 8, 0.89)]
-    assert connected_groups(pairs, 0.9) == [[1, 2, 3], [4, 5]]
-    assert connected_groups(pairs, 0.96) == [[4, 5]]
+def test_a_group_is_a_centre_and_the_questions_judged_the_same_as_it():
+    # 2 has the most partners: it is a centre, 1 and 3 its members (the closer first)
+    pairs = [Pair(1, 2, 0.92), Pair(2, 3, 0.95), Pair(4, 5, 0.97), Pair(7, 8, 0.89)]
+    assert centred_groups(pairs) == [(2, [3, 1]), (4, [5]), (7, [8])]
+    assert centred_groups([]) == []
 
 
 def _unit(*angles: float) -> dict[int, np.ndarray]:
@@ -70,21 +66,27 @@ def _pairs(vectors: dict[int, np.ndarray]) -> list[Pair]:
     return [Pair(a, b, float(vectors[a] @ vectors[b])) for a in vectors for b in vectors if a < b]
 
 
-def test_a_chain_is_split_so_that_every_member_is_alike_to_the_centre():
+def test_a_chain_never_joins_questions_that_are_not_the_same_as_their_centre():
     # 0..4 are 20 degrees apart (cosine 0.94 to the next, 0.77 to the one after), 5 far away:
-    # the centre, 2, keeps its neighbours; 0 and 4 are left with no partner
+    # joined, the pairs at 0.9 would chain all five; centred, 0 and 2 are 40 degrees apart but
+    # each the same as 1, and 3 and 4 form a group of their own
     vectors = _unit(0, 20, 40, 60, 80, 200)
-    groups = centred_groups(_pairs(vectors), vectors, 0.9)
-    assert groups == [[2, 1, 3]]
+    pairs = [pair for pair in _pairs(vectors) if pair.cosine >= 0.9]
+    groups = centred_groups(pairs)
+    assert groups == [(1, [0, 2]), (3, [4])]
+    for centre, members in groups:
+        assert all(vectors[centre] @ vectors[i] >= 0.9 for i in members)
     vectors = _unit(0, 5, 10, 90, 94, 96, 300)
-    assert sorted(centred_groups(_pairs(vectors), vectors, 0.9)) == [[1, 0, 2], [4, 5, 3]]
+    pairs = [pair for pair in _pairs(vectors) if pair.cosine >= 0.9]
+    assert sorted(centred_groups(pairs)) == [(1, [0, 2]), (4, [5, 3])]  # the middle one, the closer first
 
 
 def test_the_copies_of_a_question_form_its_group_largest_first(duplicated):
     opened = open_index(duplicated)
     try:
         progress: list[tuple[int, int]] = []
-        groups = duplicate_groups(opened, 0.9999, on_progress=lambda *counts: progress.append(counts))
+        groups = duplicate_groups(opened, UncalibratedJudge(), 0.9999,
+                                  on_progress=lambda *counts: progress.append(counts))
     finally:
         opened.close()
     assert _ids(groups) == [["copy-3a", "copy-3b", "q3"], ["copy-10", "q10"], ["copy-20", "q20"]]
@@ -107,6 +109,50 @@ def test_since_checks_only_new_questions_against_the_whole_collection(duplicated
             assert_documented(member, "duplicates --json member")
 
 
+@pytest.fixture(scope="module")
+def many_copies(tmp_path_factory, tiny_model):
+    """40 distinct questions, 12 copies of q5 from January and one from June."""
+    directory = tmp_path_factory.mktemp("many-copies")
+    records = [{**record, "date": "2024-01-01"} for record in collection(40)]
+    records += [_copy(records[5], f"copy-{n}", "2024-01-02") for n in range(12)]
+    records.append(_copy(records[5], "copy-june", "2024-06-01"))
+    index(write_jsonl(directory / "questions.jsonl", records), directory / "index", tiny_model)
+    return directory / "index"
+
+
+def test_a_group_holds_every_copy_however_few_neighbours_are_looked_at_first(many_copies):
+    result = invoke("duplicates", "--index", many_copies, "--min-match", EXACT, "--neighbours", "3", "--json")
+    assert result.exit_code == 0, result.output
+    groups = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(groups) == 1 and groups[0]["size"] == 14
+    assert groups[0]["members"][0]["id"] == "q5"  # copies are equally central: the first indexed leads
+
+
+def test_since_shows_the_whole_group_of_a_new_question(many_copies):
+    result = invoke("duplicates", "--index", many_copies, "--min-match", EXACT, "--since", "2024-03-01",
+                    "--neighbours", "3", "--json")
+    assert result.exit_code == 0, result.output
+    groups = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [group["size"] for group in groups] == [14]
+    copies = {"copy-june", *(f"copy-{n}" for n in range(12))}
+    assert {member["id"] for member in groups[0]["members"]} == {"q5", *copies}
+
+
+def test_a_calibrated_judge_decides_the_pairs_and_gives_each_member_its_probability(duplicated):
+    # the curve of slope 20 reaches 50% at cosine 0.9999 (20 * 0.9999 - 19.998 = 0)
+    judge = SameQuestionJudge(20.0, -19.998)
+    opened = open_index(duplicated)
+    try:
+        groups = duplicate_groups(opened, judge, 0.5)
+        assert _ids(groups) == _ids(duplicate_groups(opened, UncalibratedJudge(), 0.9999))
+        assert duplicate_groups(opened, judge, 0.99) == []  # no cosine reaches a 99% judgement
+    finally:
+        opened.close()
+    copies = [member for group in groups for member in group.members[1:]]
+    assert all(member.match == pytest.approx(judge.probability(1.0), abs=1e-3) for member in copies)
+    assert all(group.members[0].match == 1.0 for group in groups)
+
+
 def test_table_shows_each_group_with_ids_sources_and_dates(duplicated):
     result = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
@@ -122,8 +168,6 @@ def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_pa
     sizes = [("1", "3")] * 3 + [("2", "2")] * 2 + [("3", "2")] * 2
     assert [(row["group"], row["size"]) for row in rows] == sizes
     assert {row["id"] for row in rows if row["group"] == "2"} == {"q10", "copy-10"}
-    strict = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--format", "csv", "--strict")
-    assert strict.stdout == printed.stdout  # copies are alike to their centre: nothing to split
     out = tmp_path / "dups.csv"  # the table format writes a file as its suffix says
     written = invoke("duplicates", "--index", duplicated, "--min-match", EXACT, "--out", out)
     assert written.exit_code == 0, written.output
@@ -133,7 +177,7 @@ def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_pa
 
 def test_help_shows_the_default_min_match():
     help_text = " ".join(invoke("duplicates", "--help").stdout.split())
-    assert f"default: ({DEFAULT_MIN_MATCH:.0%})" in help_text
+    assert f"default: ({SAME_QUESTION:.0%})" in help_text
 
 
 def test_duplicates_load_no_model_and_json_shows_no_progress_bar(duplicated):

@@ -9,7 +9,6 @@ from dataclasses import replace
 import pytest
 from helpers import collection, index, write_jsonl
 
-from core.lexical import LexicalIndex
 from retrieval.fusion import SearchMode
 from retrieval.results import Shown, at_least, collapsed, search_payload
 from retrieval.searcher import Searcher, SearchError, SearchResult
@@ -50,37 +49,32 @@ def test_payload_names_the_query_the_mode_and_each_hit_with_its_alike():
                     "results": []}
 
 
-def test_full_match_is_the_score_of_an_average_question_holding_each_word_once():
-    index = LexicalIndex.build([(1, "visa renewal fees"), (2, "cheap car prices"), (3, "visa office hours")])
-    assert index.scores_of("visa", [1])[1] / index.full_match("visa") == pytest.approx(1.0)
-    # a word no question holds lowers what any question can match
-    assert index.full_match("visa zzz") > index.full_match("visa")
-    assert index.full_match("the") == 1.0  # no words, only a stopword
-
-
 @pytest.mark.parametrize("mode", list(SearchMode))
-def test_the_match_falls_as_the_rank_does_in_every_mode(built, mode):
+def test_the_match_is_the_judges_figure_for_the_cosine_in_every_mode(built, mode):
     index_dir, _ = built
+    query = "where can i get a cheap car near the pearl"
     with Searcher(index_dir) as searcher:
-        results = searcher.search("where can i get a cheap car near the pearl", 15, mode=mode)
-    matches = [r.match for r in results]
-    assert matches == sorted(matches, reverse=True) and all(0.0 <= m <= 1.0 for m in matches)
-    assert len(set(matches)) > 1
+        results = searcher.search(query, 15, mode=mode)
+        dense = {r.external_id: r.match for r in searcher.search(query, 200, mode=SearchMode.dense)}
+        judge = searcher.judge
+    assert all(r.match == pytest.approx(float(judge.probability(r.cosine))) for r in results)
+    assert all(r.match == pytest.approx(dense[r.external_id]) for r in results)  # one scale in every mode
+    assert len({r.match for r in results}) > 1 and all(0.0 <= r.match <= 1.0 for r in results)
     if mode == SearchMode.lexical:  # the BM25 order, not the cosine's
         assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
 
 
-def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, tiny_model):
+def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, steep_model):
     records = collection(30)
     copies = [{**records[3], "id": f"again{n}", "body": records[3]["body"] + " " * n} for n in (1, 2)]
     write_jsonl(tmp_path / "forum.jsonl", [*records, *copies])
-    index(tmp_path / "forum.jsonl", tmp_path / "index", tiny_model)
+    index(tmp_path / "forum.jsonl", tmp_path / "index", steep_model)
     query = f"{records[3]['subject']} {records[3]['body']}"
     with Searcher(tmp_path / "index") as searcher:
         shown = Shown(k=5, collapse=True)
         results = shown.of(searcher, searcher.search(query, shown.depth))
         plain = Shown(k=5).of(searcher, searcher.search(query, 5))
-        strict = Shown(k=5, min_match=0.99).of(searcher, searcher.search(query, 5))
+        strict = Shown(k=5, min_match=0.7).of(searcher, searcher.search(query, 5))  # copies: 73%
     assert len(results) == 5 and [r.rank for r in results] == [1, 2, 3, 4, 5]
     assert {results[0].external_id, *(a.external_id for a in results[0].alike)} == {"q3", "again1", "again2"}
     assert [r.duplicate_of for r in plain[:3]] == [None, 1, 1]

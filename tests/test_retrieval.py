@@ -15,6 +15,7 @@ from core.cqa_questions import read_cqa_questions
 from core.loader import load_encoder
 from indexer.build import index_sources
 from retrieval.duplicates import first_near_duplicate
+from retrieval.judgement import model_judge
 from retrieval.reranker import Reranker
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchResult
 
@@ -154,15 +155,16 @@ def test_match_is_the_cosine_clipped_at_zero():
 def test_near_duplicates_point_to_the_best_ranked_copy():
     vectors = np.array([[1, 0, 0], [0, 1, 0], [0.99, 0.141, 0], [0.98, 0.199, 0]], dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    assert first_near_duplicate(vectors, threshold=0.95) == [None, None, 0, 0]
-    assert first_near_duplicate(vectors[:1]) == [None]
+    assert first_near_duplicate(vectors, 0.95) == [None, None, 0, 0]
+    assert first_near_duplicate(vectors, 0.9999) == [None, None, None, None]
+    assert first_near_duplicate(vectors[:1], 0.95) == [None]
 
 
-def test_search_marks_a_question_asked_twice(tmp_path, tiny_model):
+def test_search_marks_a_question_asked_twice(tmp_path, steep_model):
     records = collection(8)
     twice = {**records[3], "id": "again", "body": records[3]["body"] + " "}
     write_jsonl(tmp_path / "forum.jsonl", [*records, twice])
-    index_sources(tmp_path / "index", [tmp_path / "forum.jsonl"], str(tiny_model), options=QUIET)
+    index_sources(tmp_path / "index", [tmp_path / "forum.jsonl"], str(steep_model), options=QUIET)
     first, second, third = search_hits(runner.invoke(app, ["search", text_of(records[3]), "--index",
                                                            str(tmp_path / "index"), "-k", "3",
                                                            "--json"]).stdout)
@@ -207,10 +209,10 @@ def test_similar_command(tiny_model):
     result = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
                                  "--json"])
     figures = json.loads(result.stdout)
-    assert figures == {"match": 1.0, "cosine": 1.0}
+    assert figures == {"match": 1.0, "same_question": True, "cosine": 1.0}  # uncalibrated: the cosine
     scaled = runner.invoke(app, ["similar", "visa renewal", "visa renewal", "--model", str(tiny_model),
                                  "--sts-scale", "--json"])
-    assert json.loads(scaled.stdout) == {"match": 1.0, "cosine": 1.0, "similarity": 5.0}
+    assert json.loads(scaled.stdout) == {**figures, "similarity": 5.0}
 
 
 @pytest.mark.parametrize("model", ["models/accurate", "models/fast"])
@@ -218,7 +220,8 @@ def test_similar_of_a_text_with_itself_is_exactly_5_with_shipped_models(model):
     text = "Where can I renew my residence permit in Doha before it expires?"
     result = runner.invoke(app, ["similar", text, text, "--model", str(ROOT / model), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"match": 1.0, "cosine": 1.0}
+    judged = round(float(model_judge(ROOT / model).probability(1.0)), 4)  # calibrated: below 100%
+    assert json.loads(result.stdout) == {"match": judged, "same_question": True, "cosine": 1.0}
 
 
 @pytest.mark.parametrize("pair", [("", "visa renewal"), ("visa renewal", "   ")])

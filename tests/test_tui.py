@@ -20,7 +20,8 @@ from textual.widgets import DataTable, Input, SelectionList
 
 from app.tui import DEBOUNCE_S, HELP, DetailScreen, FilterScreen, MessageScreen, SearchApp
 from indexer.build import index_sources
-from retrieval.results import TUI_MIN_MATCH, Shown
+from retrieval.judgement import SEARCH_MIN_MATCH
+from retrieval.results import Shown
 from retrieval.searcher import Searcher, SearchFilters
 
 SIZE = (100, 30)
@@ -40,12 +41,12 @@ ASKED_AGAIN = {"id": "again", "subject": "Family visa for my parents",
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory, tiny_model) -> Path:
+def index_dir(tmp_path_factory, steep_model) -> Path:
     directory = tmp_path_factory.mktemp("tui")
     write_jsonl(directory / "forum.jsonl", [*collection(40), ASKED_AGAIN])
     (directory / "threads.xml").write_bytes(THREAD)
     index_sources(directory / "index", [directory / "forum.jsonl", directory / "threads.xml"],
-                  str(tiny_model), options=QUIET)
+                  str(steep_model), options=QUIET)
     return directory / "index"
 
 
@@ -364,9 +365,9 @@ async def test_plus_and_minus_change_the_minimum_match(index_dir):
         assert app.shown.min_match == 0.85
 
 
-def test_the_default_leaves_out_weak_hits_and_folds_near_duplicates(index_dir):
+def test_the_default_shows_every_hit_as_search_does_and_folds_near_duplicates(index_dir):
     app = SearchApp(lambda: Searcher(index_dir))
-    assert app.shown == Shown(20, TUI_MIN_MATCH, collapse=True) and TUI_MIN_MATCH > 0
+    assert app.shown == Shown(20, SEARCH_MIN_MATCH, collapse=True) == Shown(20, collapse=True)
 
 
 def test_the_help_names_tab_and_fits_the_dialog_at_80x24():
@@ -431,7 +432,7 @@ def test_real_terminal_session(index_dir, tmp_path):
         _wait_for(lambda: "Type a question." in screen(), "the index to load", screen)
         keys("Family visa for my parents")
         # the defaults: hits under 30% left out, near-duplicates folded
-        _wait_for(lambda: "· “Family visa for my parents”" in screen() and "≥30% · alike folded" in screen(),
+        _wait_for(lambda: "· “Family visa for my parents”" in screen() and "≥0% · alike folded" in screen(),
                   "the results", screen)
         first_row = next(line for line in screen().splitlines() if line.lstrip().startswith("1 "))
         assert "Family visa for my parents" in first_row

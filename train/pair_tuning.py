@@ -217,7 +217,7 @@ def tune_config(base: str, kind: str, plan: EpochPlan, settings: TuneSettings,
     )
 
 
-def _read_pairs(pairs_file: Path, dev_file: Path | None) -> tuple[list[LabelledPair], list[LabelledPair]]:
+def read_tune_pairs(pairs_file: Path, dev_file: Path | None) -> tuple[list[LabelledPair], list[LabelledPair]]:
     pairs = read_labelled_pairs(pairs_file)
     if dev_file is not None:
         return pairs, read_labelled_pairs(dev_file)
@@ -304,7 +304,7 @@ def tune(base: str, pairs_file: Path, out: Path, run_dir: Path, settings: TuneSe
     if resume and finished.is_file() and "tune" in (metrics := json.loads(finished.read_text())):
         shutil.copytree(run_dir / "model", out)  # the run had ended (at its last epoch or a stop)
         return metrics["tune"]
-    train, dev = _read_pairs(pairs_file, dev_file)
+    train, dev = read_tune_pairs(pairs_file, dev_file)
     data = training_data(train)
     kind = _base_kind(base)
     size = batch_size(kind, settings)

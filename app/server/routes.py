@@ -36,8 +36,8 @@ from core.dates import DateOrder
 from core.numbers import ShareError, integer, share
 from indexer.sources import normalize_id
 from indexer.upsert import API_SOURCE
-from retrieval.duplicates import NEAR_DUPLICATE_COSINE
 from retrieval.fusion import SearchMode
+from retrieval.judgement import SAME_QUESTION, SEARCH_MIN_MATCH
 
 if TYPE_CHECKING:
     from app.server.api import ServedIndex
@@ -83,7 +83,7 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
-def _min_match(value: str | float | None, default: float = 0.0) -> float:
+def _min_match(value: str | float | None, default: float = SEARCH_MIN_MATCH) -> float:
     """``min-match`` as ``--min-match`` reads it (``core.numbers.share``); a JSON number as the
     same number written out. 422 when it is not a share."""
     if value is None:
@@ -250,12 +250,13 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
                    source: Annotated[str | None, Query(description="the source of `id`")] = None,
                    k: K = 10, min_match: MinMatch = None) -> dict[str, Any]:
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose
-        cosine to it reaches ``min-match`` (default: what `search` marks as a near-duplicate)."""
+        match to it (how likely they ask the same question) reaches ``min-match`` (default: 50%,
+        what ``duplicates`` and ``--collapse`` call the same question)."""
         from retrieval.results import Shown, search_payload
 
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")
-        shown = Shown(k, _min_match(min_match, NEAR_DUPLICATE_COSINE))
+        shown = Shown(k, _min_match(min_match, SAME_QUESTION))
         with loaded.require().searching() as searcher:
             if text is not None:
                 hits = searcher.search_many([text], k, None, SearchMode.dense)[0]
