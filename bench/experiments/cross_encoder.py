@@ -61,7 +61,8 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(BACKBONE)
     model = CrossEncoder(BACKBONE)
     target = {"PerfectMatch": 1.0, "Relevant": args.relevant_target, "Irrelevant": 0.0}
-    train = [(a, b, target[r]) for a, b, r in pairs["train"]] + [(b, a, target[r]) for a, b, r in pairs["train"]]
+    train = ([(a, b, target[r]) for a, b, r in pairs["train"]]
+             + [(b, a, target[r]) for a, b, r in pairs["train"]])
     steps = args.epochs * ((len(train) + args.batch_size - 1) // args.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-5, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -84,13 +85,16 @@ def main() -> None:
             if start // args.batch_size % 20 == 0:
                 print(f"epoch {epoch} step {start // args.batch_size} loss {loss.item():.3f} "
                       f"{time.time() - started:.0f}s", flush=True)
-        judged = {name: scores(model, tokenizer, pairs[name], args.max_length) for name in ("dev2016", "test2016")}
+        judged = {name: scores(model, tokenizer, pairs[name], args.max_length)
+                  for name in ("dev2016", "test2016")}
         for positive in ({"PerfectMatch"}, {"PerfectMatch", "Relevant"}):
             y = {name: np.array([float(r in positive) for *_, r in pairs[name]]) for name in judged}
             dev_f1, threshold = best_threshold(judged["dev2016"], y["dev2016"])
+            test_f1 = f1(judged["test2016"], y["test2016"], threshold)
             print(f"epoch {epoch} {'+'.join(sorted(positive))}: cross-encoder F1 dev {dev_f1:.3f}, test 2016 "
-                  f"{f1(judged['test2016'], y['test2016'], threshold):.3f} (threshold {threshold:.3f})", flush=True)
-        np.save(f"/tmp/cross_scores_epoch{epoch}.npy", np.concatenate([judged["dev2016"], judged["test2016"]]))
+                  f"{test_f1:.3f} (threshold {threshold:.3f})", flush=True)
+        np.save(f"/tmp/cross_scores_epoch{epoch}.npy",
+                np.concatenate([judged["dev2016"], judged["test2016"]]))
 
 
 if __name__ == "__main__":
