@@ -25,7 +25,7 @@ import json
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Select,
     String,
     Table,
     Text,
@@ -143,8 +144,8 @@ _UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
 
 @dataclass(frozen=True)
 class StoredQuestion:
-    """A question as the store holds it, without its vector. ``dated`` is read only where an
-    index run compares questions (``questions_with_ids``); elsewhere it is None."""
+    """A question as the store holds it, without its vector. ``dated`` and ``category_key`` are
+    None in a database of schema 1, not yet upgraded."""
 
     id: int
     source: str
@@ -162,6 +163,16 @@ class StoredQuestion:
         return (self.subject, self.body, self.metadata, self.dated, self.category_key) == (
             question.subject, question.body, question.metadata, question.dated,
             category_key(question.category))
+
+    @property
+    def date(self) -> str | None:
+        """Its date, from whichever column the index run read it (``--date-column``), as ISO
+        8601 in UTC: the day alone at midnight (``2024-01-05``), else the instant
+        (``2024-01-05T09:30:00+00:00``); None without one."""
+        if self.dated is None:
+            return None
+        moment = self.dated.astimezone(UTC)
+        return moment.date().isoformat() if moment.time() == time() else moment.isoformat()
 
 
 @dataclass(frozen=True)
@@ -206,6 +217,11 @@ def source_named(name: str) -> tuple[str, ...]:
 def _in_utc(moment: datetime | None) -> datetime | None:
     """A stored date as written: SQLite gives it back without its zone (UTC)."""
     return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _stored(row: Any) -> StoredQuestion:
+    """A row of ``Store._whole_questions`` as a StoredQuestion."""
+    return StoredQuestion(*row[:-2], _in_utc(row.dated), row.category_key)
 
 
 def _norm_problems(blobs: Sequence[bytes], dim: int) -> list[str | None]:
@@ -519,19 +535,26 @@ class Store(Database):
             else:
                 connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == key).values(value=value))
 
+    def _whole_questions(self) -> Select[Any]:
+        """The select of StoredQuestion's columns (``_stored`` reads its rows): the date and
+        category key null in schema 1."""
+        first = self.schema_version == _FIRST_SCHEMA
+        return select(*_QUESTION_COLUMNS, null().label("dated") if first else _QUESTIONS.c.dated,
+                      null().label("category_key") if first else _QUESTIONS.c.category_key)
+
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
         with self.reading() as connection:
-            rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.source == source))
-            return {row.external_id: StoredQuestion(*row) for row in rows}
+            rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.source == source))
+            return {row.external_id: _stored(row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """Questions by row id; ids no longer stored are simply absent."""
         found: dict[int, StoredQuestion] = {}
         with self.reading() as connection:
             for part in _batches(ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.id.in_(part)))
-                found.update((row.id, StoredQuestion(*row)) for row in rows)
+                rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.id.in_(part)))
+                found.update((row.id, _stored(row)) for row in rows)
         return found
 
     def live_ids(self, ids: Sequence[int]) -> set[int]:
@@ -790,16 +813,11 @@ class Store(Database):
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
-        first = self.schema_version == _FIRST_SCHEMA
-        dated = null().label("dated") if first else _QUESTIONS.c.dated
-        category = null().label("category_key") if first else _QUESTIONS.c.category_key
         with self.reading() as connection:
             for part in _batches(external_ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS, dated, category).where(
+                rows = connection.execute(self._whole_questions().where(
                     _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
-                found.update((row.external_id, StoredQuestion(*row[:-2], _in_utc(row.dated),
-                                                              row.category_key))
-                             for row in rows)
+                found.update((row.external_id, _stored(row)) for row in rows)
         return found
 
     def shared_ids(self, external_ids: Sequence[str], among: Collection[str]) -> list[tuple[str, str, str]]:
