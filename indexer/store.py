@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from pathlib import Path
@@ -33,6 +33,7 @@ import numpy as np
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -131,6 +132,24 @@ _SETTINGS = Table(
     Column("value", Text, nullable=False),
 )
 
+# a person's verdicts on two stored questions (the search page's "same question", "different"):
+# each question by its source and id and the text judged (its subject and body then), so that a
+# question edited or deleted since keeps the verdict it had. A table that schema 2 gained: made
+# with the others wherever the store is opened for writing; every verdict kept, the latest of a
+# pair counts
+_VERDICTS = Table(
+    "verdicts", _SCHEMA,
+    Column("id", _ID, primary_key=True),
+    Column("first_source", String(SOURCE_CHARS), nullable=False),
+    Column("first_id", String(EXTERNAL_ID_CHARS), nullable=False),
+    Column("first_text", Text, nullable=False),
+    Column("second_source", String(SOURCE_CHARS), nullable=False),
+    Column("second_id", String(EXTERNAL_ID_CHARS), nullable=False),
+    Column("second_text", Text, nullable=False),
+    Column("same", Boolean, nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+)
+
 # questions deleted with --exclude: later index runs of their source leave them out
 _EXCLUDED = Table(
     "excluded_questions", _SCHEMA,
@@ -173,6 +192,41 @@ class StoredQuestion:
             return None
         moment = self.dated.astimezone(UTC)
         return moment.date().isoformat() if moment.time() == time() else moment.isoformat()
+
+
+@dataclass(frozen=True)
+class JudgedQuestion:
+    """One of the two questions of a verdict: its source and id, and its text when judged."""
+
+    source: str
+    external_id: str
+    text: str  # its subject and body, as they were embedded when the verdict was given
+
+    @classmethod
+    def of(cls, question: StoredQuestion) -> JudgedQuestion:
+        return cls(question.source, question.external_id, join_subject_body(question.subject, question.body))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A person's verdict on two stored questions: the same question, or not."""
+
+    first: JudgedQuestion
+    second: JudgedQuestion
+    same: bool
+    recorded_at: datetime
+
+    @property
+    def pair(self) -> frozenset[tuple[str, str]]:
+        """The two questions, in either order."""
+        return frozenset({(self.first.source, self.first.external_id),
+                          (self.second.source, self.second.external_id)})
+
+    def as_json(self, source_label: Callable[[str], str] = str) -> dict[str, Any]:
+        """The verdict as JSON; sources named by ``source_label`` (the whole stored name unless told)."""
+        return {**{name: {"id": judged.external_id, "source": source_label(judged.source)}
+                   for name, judged in (("first", self.first), ("second", self.second))},
+                "same": self.same, "recorded_at": self.recorded_at.astimezone(UTC).isoformat()}
 
 
 @dataclass(frozen=True)
@@ -833,3 +887,31 @@ class Store(Database):
                     _QUESTIONS.c.source.in_(list(among)), _QUESTIONS.c.external_id.in_(part)))
                 found += [tuple(row) for row in rows]
         return found
+
+    # ------------------------------------------------------------------ verdicts
+
+    def add_verdict(self, first: StoredQuestion, second: StoredQuestion, same: bool) -> Verdict:
+        """Record that ``first`` and ``second`` are the same question (``same``), or not."""
+        verdict = Verdict(JudgedQuestion.of(first), JudgedQuestion.of(second), same, datetime.now(UTC))
+        with self.transaction() as connection:
+            connection.execute(insert(_VERDICTS).values(
+                first_source=verdict.first.source, first_id=verdict.first.external_id,
+                first_text=verdict.first.text, second_source=verdict.second.source,
+                second_id=verdict.second.external_id, second_text=verdict.second.text,
+                same=same, recorded_at=verdict.recorded_at))
+        return verdict
+
+    def verdicts(self) -> list[Verdict]:
+        """The latest verdict on each pair of questions (given in either order), in the order
+        they were given; none where no askalike that records verdicts has written the database."""
+        if not inspect(self.engine).has_table(_VERDICTS.name):
+            return []
+        latest: dict[frozenset[tuple[str, str]], Verdict] = {}
+        with self.reading() as connection:
+            for row in connection.execute(select(_VERDICTS).order_by(_VERDICTS.c.id)):
+                verdict = Verdict(JudgedQuestion(row.first_source, row.first_id, row.first_text),
+                                  JudgedQuestion(row.second_source, row.second_id, row.second_text),
+                                  row.same, _in_utc(row.recorded_at))
+                latest.pop(verdict.pair, None)  # the later verdict counts, listed where it was given
+                latest[verdict.pair] = verdict
+        return list(latest.values())
