@@ -16,6 +16,7 @@ from app import (  # noqa: F401 (register)
     serve_command,
     train_command,
     tune_command,
+    verdicts_command,
 )
 from app.common import app, message_line, stderr
 

@@ -86,7 +86,7 @@ def _group_table(number: int, group: DuplicateGroup, source_labels: Mapping[str,
         question = member.question
         table.add_row(f"{member.match:>4.0%}", plain(question.external_id),
                       plain(question.subject or " ".join(question.body.split())[:120]),
-                      plain(source_labels[question.source]), plain(question.metadata.get("date") or ""))
+                      plain(source_labels[question.source]), plain(question.date or ""))
     return table
 
 

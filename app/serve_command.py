@@ -12,6 +12,10 @@ import typer
 from app.common import DatabaseOption, IndexOption, app, exported, plain, shipped_models, stderr, user_errors
 from indexer.choices import DEFAULT_INDEX_DIR
 
+# how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
+# connection, which uvicorn's socket for several workers lacked)
+UVICORN_OPTIONS = {"log_level": "warning", "server_header": False, "http": "app.server.protocol:NoDelayHTTP"}
+
 
 @app.command("serve")
 def serve(
@@ -64,7 +68,7 @@ def serve(
                        + ("need an API key" if keys else "are off: no API key given")))
     os.environ[SETTINGS_ENV_VAR] = settings.to_environment()
     uvicorn.run("app.server.api:app_from_environment", factory=True, host=host, port=port,
-                workers=workers, log_level="warning", server_header=False)
+                workers=workers, **UVICORN_OPTIONS)
 
 
 def _require_free(host: str, port: int) -> None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -194,6 +195,58 @@ def clipped_text(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+class ResultsTable(DataTable):
+    """The results, their subjects and sources cut with "…" to the table's width, and cut again
+    when that changes.
+
+    The columns' widths are set here, not left to the table: it measures new rows only when
+    idle, and a frame drawn before that is cached at the headers' widths (ranks "1", subjects of
+    7 characters) until the next search."""
+
+    LABELS = ("#", *TUI_FIELDS)
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.uncut: list[tuple[str, ...]] = []  # the cells of each row as result_row gives them
+        self.fitted_width = 0  # the width the shown rows were cut for
+
+    def show(self, rows: list[tuple[str, ...]]) -> None:
+        """Show ``rows`` (``result_row``'s cells of each hit), the cursor on the first."""
+        self.uncut = rows
+        self._fill()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self.fitted_width:
+            row = self.cursor_row
+            self._fill()
+            if self.uncut:
+                self.move_cursor(row=min(row, len(self.uncut) - 1))
+
+    def _fill(self) -> None:
+        self.fitted_width = self.size.width
+        rows = fitted_rows(self.uncut, self.fitted_width)
+        # the columns too: an earlier search's long subjects would keep pushing the source
+        # column out of view
+        self.clear(columns=True)
+        for label, *cells in zip(self.LABELS, *rows, strict=True):
+            self.add_column(label, width=max(map(cell_len, (label, *cells))))
+        for row in rows:
+            self.add_row(*map(Text, row))
+
+
+def fitted_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
+    """``rows`` (rank, match, subject, source) with the subjects and sources cut to fit a table
+    ``width`` cells wide."""
+    if not rows:
+        return []
+    rank, match, source = (max(len(row[i]) for row in rows) for i in (0, 1, 3))
+    # each column has a cell of padding either side; 2 for the scrollbar
+    left = max(width - rank - match - 2 * 4 - 2, 20)
+    source = min(source, SOURCE_CHARS, left // 3)
+    subject = left - source
+    return [(row[0], row[1], clipped_text(row[2], subject), clipped_text(row[3], source)) for row in rows]
+
+
 class DetailScreen(ModalScreen[str | None]):
     """One question in full, scrollable; dismissed with "more" when the user asks for more like it."""
 
@@ -284,14 +337,14 @@ class SearchApp(App[None]):
             yield Static("", id="shown")
             yield Static("", id="mode")  # the search mode, once the searcher is open
         with Horizontal(id="body"):
-            yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield ResultsTable(id="results")
             with VerticalScroll(id="detail", can_focus=False):
                 yield Static("", id="detail-text")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("#", *TUI_FIELDS)
+        table = self.query_one(ResultsTable)
+        table.show([])
         table.loading = True
         self._show_shown()
         self.sub_title = "loading…"
@@ -392,7 +445,8 @@ class SearchApp(App[None]):
 
     def _show(self, search: Search, found: int, results: list[SearchResult], focus_results: bool) -> None:
         self.results, self.found, self.answered = results, found, search
-        self._fill_table()
+        self.query_one(ResultsTable).show([result_row(result, self._source_labels(), TUI_FIELDS, bar_width=6)
+                                           for result in results])
         if results:
             outcome = f"{len(results)} results"
         elif found:
@@ -404,35 +458,10 @@ class SearchApp(App[None]):
         if focus_results and results:
             self.query_one(DataTable).focus()
 
-    def _fill_table(self) -> None:
-        """The results as rows, the subjects cut with "…" to the width the table has."""
-        table = self.query_one(DataTable)
-        rows = [result_row(result, self._source_labels(), TUI_FIELDS, bar_width=6) for result in self.results]
-        # the columns too: their widths only grow, so an earlier search's long subjects would
-        # keep pushing the source column out of view
-        table.clear(columns=True).add_columns("#", *TUI_FIELDS)
-        if not rows:
-            return
-        rank, match, source = (max(len(row[i]) for row in rows) for i in (0, 1, 3))
-        # each column has a cell of padding either side; 2 for the scrollbar
-        left = max(table.size.width - rank - match - 2 * 4 - 2, 20)
-        source = min(source, SOURCE_CHARS, left // 3)
-        subject = left - source
-        for row in rows:
-            table.add_row(Text(row[0]), Text(row[1]), Text(clipped_text(row[2], subject)),
-                          Text(clipped_text(row[3], source)))
-
-    def on_resize(self) -> None:
-        # below DETAIL_MIN_WIDTH columns the results take the whole width (Enter opens a question)
-        self.query_one("#detail").display = self.size.width >= DETAIL_MIN_WIDTH
-        self.call_after_refresh(self._refit)
-
-    def _refit(self) -> None:
-        table = self.query_one(DataTable)
-        row = table.cursor_row
-        self._fill_table()
-        if self.results:
-            table.move_cursor(row=min(row, len(self.results) - 1))
+    def on_resize(self, event: events.Resize) -> None:
+        # below DETAIL_MIN_WIDTH columns the results take the whole width (Enter opens a question);
+        # the event's size: the app's own is still the old one here
+        self.query_one("#detail").display = event.size.width >= DETAIL_MIN_WIDTH
 
     def _source_labels(self) -> dict[str, str]:
         """The sources as the results name them (none before the index is loaded)."""

@@ -343,7 +343,8 @@ def keepalive_ms(url: str, path: str, requests: int = 20) -> float:
     """The median time of ``path`` on one kept-alive connection, the first request left out: the
     floor of every search a client on a kept-alive connection sends. uvicorn's ``--workers N`` (N
     > 1) serves on a socket without TCP_NODELAY (Kludex/uvicorn#3149), and a response then waits
-    for the client's delayed ACK, about 40 ms on Linux."""
+    for the client's delayed ACK, about 40 ms on Linux; ``askalike serve`` sets it on each
+    connection itself (``app/server/protocol.py``), a peer on uvicorn may not."""
     address = urlsplit(url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
     times = []
@@ -587,7 +588,8 @@ def report_body(args: argparse.Namespace, plan: Plan, table: str, checks: list[s
             "on one kept-alive connection after the first, before the runs: the floor under every "
             "search of a client that keeps its connection (uvicorn's `--workers N` above 1 serves "
             "without TCP_NODELAY, Kludex/uvicorn#3149: a response then waits for the client's delayed "
-            "ACK, about 40 ms on Linux; one worker is not affected):\n\n"
+            "ACK, about 40 ms on Linux; one worker is not affected; `askalike serve` sets TCP_NODELAY "
+            "on each connection itself):\n\n"
             + markdown_table(["system", "workers", "ms"],
                              [[f"{server.system}" + (f" ({server.index})" if server.index else ""),
                                server.workers, f"{server.keepalive_ms:.1f}"] for server in plan.servers])

@@ -41,7 +41,7 @@ from indexer.manifest import (
     read_manifest,
 )
 from indexer.sources import chunked, content_hash
-from indexer.store import SCHEMA_VERSION, DamagedVector, Store
+from indexer.store import SCHEMA_VERSION, DamagedVector, Store, Verdict
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
 from indexer.vector_index import HeldVectors, index_ids
@@ -124,6 +124,13 @@ def open_index(index_dir: Path, database: str | None = None, lexical: bool = Fal
             if attempt or read_manifest(index_dir) == manifest:
                 raise
     return OpenIndex(index_dir, manifest, _open_store(index_dir, database), index, words)
+
+
+def recorded_verdicts(index_dir: Path, database: str | None = None) -> list[Verdict]:
+    """The verdicts people gave on pairs of the index's questions (``Store.verdicts``)."""
+    _require_manifest(index_dir)
+    with _open_store(index_dir, database) as store:
+        return store.verdicts()
 
 
 def _open_store(index_dir: Path, database: str | None) -> Store:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import numpy as np
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -40,6 +41,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Select,
     String,
     Table,
     Text,
@@ -130,6 +132,24 @@ _SETTINGS = Table(
     Column("value", Text, nullable=False),
 )
 
+# a person's verdicts on two stored questions (the search page's "same question", "different"):
+# each question by its source and id and the text judged (its subject and body then), so that a
+# question edited or deleted since keeps the verdict it had. A table that schema 2 gained: made
+# with the others wherever the store is opened for writing; every verdict kept, the latest of a
+# pair counts
+_VERDICTS = Table(
+    "verdicts", _SCHEMA,
+    Column("id", _ID, primary_key=True),
+    Column("first_source", String(SOURCE_CHARS), nullable=False),
+    Column("first_id", String(EXTERNAL_ID_CHARS), nullable=False),
+    Column("first_text", Text, nullable=False),
+    Column("second_source", String(SOURCE_CHARS), nullable=False),
+    Column("second_id", String(EXTERNAL_ID_CHARS), nullable=False),
+    Column("second_text", Text, nullable=False),
+    Column("same", Boolean, nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+)
+
 # questions deleted with --exclude: later index runs of their source leave them out
 _EXCLUDED = Table(
     "excluded_questions", _SCHEMA,
@@ -143,8 +163,8 @@ _UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
 
 @dataclass(frozen=True)
 class StoredQuestion:
-    """A question as the store holds it, without its vector. ``dated`` is read only where an
-    index run compares questions (``questions_with_ids``); elsewhere it is None."""
+    """A question as the store holds it, without its vector. ``dated`` and ``category_key`` are
+    None in a database of schema 1, not yet upgraded."""
 
     id: int
     source: str
@@ -162,6 +182,51 @@ class StoredQuestion:
         return (self.subject, self.body, self.metadata, self.dated, self.category_key) == (
             question.subject, question.body, question.metadata, question.dated,
             category_key(question.category))
+
+    @property
+    def date(self) -> str | None:
+        """Its date, from whichever column the index run read it (``--date-column``), as ISO
+        8601 in UTC: the day alone at midnight (``2024-01-05``), else the instant
+        (``2024-01-05T09:30:00+00:00``); None without one."""
+        if self.dated is None:
+            return None
+        moment = self.dated.astimezone(UTC)
+        return moment.date().isoformat() if moment.time() == time() else moment.isoformat()
+
+
+@dataclass(frozen=True)
+class JudgedQuestion:
+    """One of the two questions of a verdict: its source and id, and its text when judged."""
+
+    source: str
+    external_id: str
+    text: str  # its subject and body, as they were embedded when the verdict was given
+
+    @classmethod
+    def of(cls, question: StoredQuestion) -> JudgedQuestion:
+        return cls(question.source, question.external_id, join_subject_body(question.subject, question.body))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A person's verdict on two stored questions: the same question, or not."""
+
+    first: JudgedQuestion
+    second: JudgedQuestion
+    same: bool
+    recorded_at: datetime
+
+    @property
+    def pair(self) -> frozenset[tuple[str, str]]:
+        """The two questions, in either order."""
+        return frozenset({(self.first.source, self.first.external_id),
+                          (self.second.source, self.second.external_id)})
+
+    def as_json(self, source_label: Callable[[str], str] = str) -> dict[str, Any]:
+        """The verdict as JSON; sources named by ``source_label`` (the whole stored name unless told)."""
+        return {**{name: {"id": judged.external_id, "source": source_label(judged.source)}
+                   for name, judged in (("first", self.first), ("second", self.second))},
+                "same": self.same, "recorded_at": self.recorded_at.astimezone(UTC).isoformat()}
 
 
 @dataclass(frozen=True)
@@ -206,6 +271,11 @@ def source_named(name: str) -> tuple[str, ...]:
 def _in_utc(moment: datetime | None) -> datetime | None:
     """A stored date as written: SQLite gives it back without its zone (UTC)."""
     return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _stored(row: Any) -> StoredQuestion:
+    """A row of ``Store._whole_questions`` as a StoredQuestion."""
+    return StoredQuestion(*row[:-2], _in_utc(row.dated), row.category_key)
 
 
 def _norm_problems(blobs: Sequence[bytes], dim: int) -> list[str | None]:
@@ -519,19 +589,26 @@ class Store(Database):
             else:
                 connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == key).values(value=value))
 
+    def _whole_questions(self) -> Select[Any]:
+        """The select of StoredQuestion's columns (``_stored`` reads its rows): the date and
+        category key null in schema 1."""
+        first = self.schema_version == _FIRST_SCHEMA
+        return select(*_QUESTION_COLUMNS, null().label("dated") if first else _QUESTIONS.c.dated,
+                      null().label("category_key") if first else _QUESTIONS.c.category_key)
+
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
         with self.reading() as connection:
-            rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.source == source))
-            return {row.external_id: StoredQuestion(*row) for row in rows}
+            rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.source == source))
+            return {row.external_id: _stored(row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """Questions by row id; ids no longer stored are simply absent."""
         found: dict[int, StoredQuestion] = {}
         with self.reading() as connection:
             for part in _batches(ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS).where(_QUESTIONS.c.id.in_(part)))
-                found.update((row.id, StoredQuestion(*row)) for row in rows)
+                rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.id.in_(part)))
+                found.update((row.id, _stored(row)) for row in rows)
         return found
 
     def live_ids(self, ids: Sequence[int]) -> set[int]:
@@ -790,16 +867,11 @@ class Store(Database):
         """The stored questions of one source among ``external_ids``, by external id (what an
         index run compares each chunk of a source with, instead of loading the whole source)."""
         found: dict[str, StoredQuestion] = {}
-        first = self.schema_version == _FIRST_SCHEMA
-        dated = null().label("dated") if first else _QUESTIONS.c.dated
-        category = null().label("category_key") if first else _QUESTIONS.c.category_key
         with self.reading() as connection:
             for part in _batches(external_ids):
-                rows = connection.execute(select(*_QUESTION_COLUMNS, dated, category).where(
+                rows = connection.execute(self._whole_questions().where(
                     _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
-                found.update((row.external_id, StoredQuestion(*row[:-2], _in_utc(row.dated),
-                                                              row.category_key))
-                             for row in rows)
+                found.update((row.external_id, _stored(row)) for row in rows)
         return found
 
     def shared_ids(self, external_ids: Sequence[str], among: Collection[str]) -> list[tuple[str, str, str]]:
@@ -815,3 +887,31 @@ class Store(Database):
                     _QUESTIONS.c.source.in_(list(among)), _QUESTIONS.c.external_id.in_(part)))
                 found += [tuple(row) for row in rows]
         return found
+
+    # ------------------------------------------------------------------ verdicts
+
+    def add_verdict(self, first: StoredQuestion, second: StoredQuestion, same: bool) -> Verdict:
+        """Record that ``first`` and ``second`` are the same question (``same``), or not."""
+        verdict = Verdict(JudgedQuestion.of(first), JudgedQuestion.of(second), same, datetime.now(UTC))
+        with self.transaction() as connection:
+            connection.execute(insert(_VERDICTS).values(
+                first_source=verdict.first.source, first_id=verdict.first.external_id,
+                first_text=verdict.first.text, second_source=verdict.second.source,
+                second_id=verdict.second.external_id, second_text=verdict.second.text,
+                same=same, recorded_at=verdict.recorded_at))
+        return verdict
+
+    def verdicts(self) -> list[Verdict]:
+        """The latest verdict on each pair of questions (given in either order), in the order
+        they were given; none where no askalike that records verdicts has written the database."""
+        if not inspect(self.engine).has_table(_VERDICTS.name):
+            return []
+        latest: dict[frozenset[tuple[str, str]], Verdict] = {}
+        with self.reading() as connection:
+            for row in connection.execute(select(_VERDICTS).order_by(_VERDICTS.c.id)):
+                verdict = Verdict(JudgedQuestion(row.first_source, row.first_id, row.first_text),
+                                  JudgedQuestion(row.second_source, row.second_id, row.second_text),
+                                  row.same, _in_utc(row.recorded_at))
+                latest.pop(verdict.pair, None)  # the later verdict counts, listed where it was given
+                latest[verdict.pair] = verdict
+        return list(latest.values())

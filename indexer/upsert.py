@@ -32,7 +32,7 @@ from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_
 from indexer.manifest import read_manifest
 from indexer.source_identity import is_file_source
 from indexer.sources import SourceQuestion, dated, record_question
-from indexer.store import Store
+from indexer.store import Store, StoredQuestion, Verdict
 from indexer.sync import sync_vector_index
 
 API_SOURCE = "api"  # the source of questions written through the API, unless one is named
@@ -176,3 +176,12 @@ def delete_question(index_dir: Path, external_id: str, source: str | None = None
                     database: str | None = None, lock_wait_s: float = 10.0) -> int:
     """``askalike delete`` of one question, waiting for the writer lock up to ``lock_wait_s``."""
     return _waiting(lambda: delete_questions(index_dir, [external_id], source, database), lock_wait_s)
+
+
+def record_verdict(index_dir: Path, first: StoredQuestion, second: StoredQuestion, same: bool,
+                   database: str | None = None, lock_wait_s: float = 10.0) -> Verdict:
+    """A person's verdict that two stored questions are the same question (``same``) or not,
+    stored in the index's database under the writer lock (which may make the verdicts' table)."""
+    with writer_lock(index_dir, lock_wait_s), Store(resolve_database(index_dir, database)) as store:
+        store.require_owner(index_id(index_dir))
+        return store.add_verdict(first, second, same)

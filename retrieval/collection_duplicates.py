@@ -55,9 +55,9 @@ class GroupMember:
     match: float  # how likely it asks the same question as the group's centre (1 for the centre)
 
     def as_json(self) -> dict[str, Any]:
-        question, date = self.question, self.question.metadata.get("date")
+        question = self.question
         return {"id": question.external_id, "source": question.source, "subject": question.subject,
-                "date": None if date is None else str(date), "match": round(self.match, 4),
+                "date": question.date, "match": round(self.match, 4),
                 "metadata": {k: v for k, v in question.metadata.items() if k != "comments"}}
 
 

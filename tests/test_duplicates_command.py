@@ -175,6 +175,23 @@ def test_csv_on_stdout_and_in_a_file_has_one_row_per_question(duplicated, tmp_pa
     assert f"written to {out}" in written.stderr
 
 
+def test_every_format_shows_the_stored_date_whatever_column_it_came_from(tmp_path, tiny_model):
+    """Built with --date-column received: each member's date is the one the run stored, in UTC,
+    the day alone at midnight."""
+    records = [{**record, "received": "2024-03-05"} for record in collection(10)]
+    records.append({**records[4], "id": "copy-4", "received": "7 Mar 2024 14:30"})
+    index(write_jsonl(tmp_path / "questions.jsonl", records), tmp_path / "index", tiny_model,
+          "--date-column", "received")
+    dates = {"q4": "2024-03-05", "copy-4": "2024-03-07T14:30:00+00:00"}
+    found = invoke("duplicates", "--index", tmp_path / "index", "--min-match", EXACT, "--json")
+    assert found.exit_code == 0, found.output
+    assert {m["id"]: m["date"] for m in json.loads(found.stdout)["members"]} == dates
+    found = invoke("duplicates", "--index", tmp_path / "index", "--min-match", EXACT, "--format", "csv")
+    assert {row["id"]: row["date"] for row in csv.DictReader(io.StringIO(found.stdout))} == dates
+    found = invoke("duplicates", "--index", tmp_path / "index", "--min-match", EXACT, env={"COLUMNS": "200"})
+    assert all(date in found.stdout for date in dates.values()), found.stdout
+
+
 def test_help_shows_the_default_min_match():
     help_text = " ".join(invoke("duplicates", "--help").stdout.split())
     assert f"default: ({SAME_QUESTION:.0%})" in help_text

@@ -3,13 +3,18 @@ application; the tiny model keeps it fast)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import threading
 import time
 
 import pytest
 from helpers import collection, index, write_jsonl
 from serving import KEY, WRITE, WRONG, serving
 
+from app.serve_command import UVICORN_OPTIONS
 from app.server.security import KeyChecker, public_message
 from app.server.settings import Limits, ServerConfigError, ServerSettings, api_keys
 from indexer.layout import index_lock
@@ -359,3 +364,49 @@ def test_answers_are_as_documented(client):
                                    "(or an ISO 8601 date and time), DD/MM/YYYY or MM/DD/YYYY, 5 Jan 2024, "
                                    "Jan 5, 2024 or 20240105)"]
     assert_documented(client.get("/questions/nope").json(), "serve error")
+
+
+def _server_side(client: socket.socket) -> socket.socket:
+    """The socket of this process at the other end of ``client``: the one the server accepted."""
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            candidate = socket.socket(fileno=os.dup(fd))
+        except OSError:  # not a socket, or the listing's own descriptor, closed since
+            continue
+        with contextlib.suppress(OSError):  # a socket with no peer
+            if candidate.getpeername() == client.getsockname():
+                return candidate
+        candidate.close()
+    raise AssertionError("no accepted socket")
+
+
+async def _hello(scope, receive, send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="finds the accepted socket in /proc (Linux)")
+@pytest.mark.parametrize(("http", "nodelay"), [("auto", 0), (UVICORN_OPTIONS["http"], 1)])
+def test_connections_accepted_from_the_socket_of_several_workers_have_tcp_nodelay(http, nodelay):
+    """serve --workers N: uvicorn binds a socket of protocol 0, on whose connections asyncio
+    leaves Nagle's algorithm on (uvicorn's own protocol, "auto"); responses of a kept-alive
+    connection then waited about 40 ms for the client's delayed ACK. serve's protocol sets
+    TCP_NODELAY on each connection (issue 55)."""
+    import uvicorn
+
+    config = uvicorn.Config(_hello, host="127.0.0.1", port=0, lifespan="off",
+                            **{**UVICORN_OPTIONS, "http": http})
+    listening = config.bind_socket()  # as uvicorn.run binds for several workers
+    listening.listen()  # the client's connection waits in the backlog until the server runs
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(listening.getsockname()) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+            assert client.recv(1024).startswith(b"HTTP/1.1 200")  # accepted, and answered
+            with _server_side(client) as accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == nodelay
+    finally:
+        server.should_exit = True
+        thread.join(10)

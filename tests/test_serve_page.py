@@ -17,6 +17,8 @@ import pytest
 from helpers import ROOT
 from serving import KEY, WRITE, free_port
 
+from indexer.directory import recorded_verdicts
+
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), shutil.which("chromedriver")
 
 
@@ -92,6 +94,7 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_
     """The page as a colleague keeps it open: results, metadata, filters, keys, duplicates, adding."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser = _browser()
@@ -124,6 +127,20 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_
             wait.until(lambda _: "id C" in browser.find_element(By.ID, "duplicates").text)
             duplicate = browser.find_element(By.ID, "duplicates").text
             assert {"C1", "C2"} & set(opened.split()) and ("id C1" in duplicate or "id C2" in duplicate)
+            # "same question" on a duplicate: without the key it says so and asks for it; with it,
+            # the verdict is stored
+            browser.find_element(By.CSS_SELECTOR, "#duplicates .verdict button").click()
+            wait.until(lambda _: "API key" in browser.find_element(By.ID, "status").text)
+            stale = browser.find_element(By.CSS_SELECTOR, "#duplicates li")
+            browser.find_element(By.ID, "key").send_keys(KEY, Keys.TAB)  # a new key searches again
+            wait.until(staleness_of(stale))
+            judged = wait.until(lambda _: browser.find_element(By.CSS_SELECTOR, "#duplicates li[data-id]"))
+            opened_id = browser.find_element(By.CSS_SELECTOR, "#question-meta dd").text  # its id
+            pair = (opened_id, judged.get_attribute("data-id"))
+            judged.find_element(By.CSS_SELECTOR, ".verdict button").click()
+            wait.until(lambda _: "recorded: the same" in browser.find_element(By.ID, "duplicates").text)
+            (verdict,) = recorded_verdicts(built[0])
+            assert (verdict.first.external_id, verdict.second.external_id, verdict.same) == (*pair, True)
             # ArrowDown moves the selection and shows that question
             selected_before = browser.find_element(By.CSS_SELECTOR, "li.hit.selected").get_attribute(
                 "data-id")
@@ -142,8 +159,7 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_
             wait.until(lambda _: "id C" in browser.find_element(By.ID, "duplicates").text)
             browser.save_screenshot(str(tmp_path / "page.png"))
             # adding a question with the key
-            browser.find_element(By.ID, "show-add").click()
-            browser.find_element(By.ID, "key").send_keys(KEY)
+            browser.find_element(By.ID, "show-add").click()  # the key is already given
             for field, text in (("add-id", "C9"), ("add-subject", "penguin chicks"),
                                 ("add-body", "when do penguin chicks hatch?"), ("add-metadata", "team=Zoo")):
                 browser.find_element(By.ID, field).send_keys(text)

@@ -280,3 +280,17 @@ def test_metadata_filters_roles_and_renamed_sources(database_url):
         assert store.counts_by_source() == {"/a/w2.csv": 4}
         store.remember("date_order", "dmy")
         assert store.setting("date_order") == "dmy"
+
+
+def test_a_database_without_the_verdicts_table_has_none_and_gains_it_when_written(database_url):
+    with Store(database_url) as store:
+        first, second = store.fetch(store.write("a.csv", _questions(2), _vectors(2), [None, None])).values()
+        store.add_verdict(first, second, True)
+        with store.engine.begin() as connection:  # as an askalike before verdicts left it
+            connection.execute(text("DROP TABLE verdicts"))
+    with Store(database_url, read_only=True) as old:
+        assert old.verdicts() == []
+    with Store(database_url) as store:  # opened for writing: the table is made
+        store.add_verdict(second, first, False)
+        (verdict,) = store.verdicts()
+    assert (verdict.first.external_id, verdict.first.text, verdict.same) == ("q1", "subject 1 body 1", False)

@@ -16,9 +16,19 @@ from pathlib import Path
 
 import pytest
 from helpers import QUIET, ROOT, TOPICS, collection, write_jsonl
+from textual.geometry import Region
 from textual.widgets import DataTable, Input, SelectionList
 
-from app.tui import DEBOUNCE_S, HELP, DetailScreen, FilterScreen, MessageScreen, SearchApp
+from app.tui import (
+    DEBOUNCE_S,
+    HELP,
+    DetailScreen,
+    FilterScreen,
+    MessageScreen,
+    ResultsTable,
+    SearchApp,
+    fitted_rows,
+)
 from indexer.build import index_sources
 from retrieval.judgement import SEARCH_MIN_MATCH
 from retrieval.results import Shown
@@ -133,6 +143,59 @@ async def test_columns_fit_the_shown_results_not_an_earlier_searchs(index_dir):
 
     alone = await widths("visa")  # narrower than "pizza"'s results
     assert await widths("pizza", "visa") == alone != await widths("pizza")
+
+
+class DrawnBeforeMeasured(SearchApp):
+    """Draws the results right after each refill, before the table's idle measures the new rows:
+    a frame the screen's refresh timer may draw first. When the table kept its focus (m, then b),
+    that frame's cells stayed at the headers' widths until the next search (issue 54)."""
+
+    def _show(self, *args) -> None:
+        super()._show(*args)
+        table_lines(self)
+
+
+def table_lines(app: SearchApp) -> list[str]:
+    """The results table as drawn: the header, then a line a row."""
+    table = app.query_one(DataTable)
+    return [strip.text for strip in table.render_lines(Region(0, 0, *table.size))]
+
+
+@pytest.mark.slow
+@synchronously
+async def test_after_more_like_this_and_back_ranks_and_subjects_are_drawn_whole(index_dir):
+    app = DrawnBeforeMeasured(lambda: Searcher(index_dir), k=20, min_match=0.0, collapse=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        before = table_lines(app)
+        await pilot.press("m")
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        table = app.query_one(DataTable)
+        lines = table_lines(app)
+        assert table.row_count == 20 and lines == before
+        assert [line.split()[0] for line in lines[1:21]] == [str(rank) for rank in range(1, 21)]
+        assert all(f" {table.get_cell_at((row, 2))} " in lines[row + 1] for row in range(20))
+
+
+@pytest.mark.slow
+@synchronously
+async def test_a_resized_terminal_hides_the_detail_pane_and_cuts_the_subjects_to_the_new_width(index_dir):
+    app = make_app(index_dir)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.press(*"how do i find a good apartment for expats", "enter")
+        await settle(pilot)
+        table = app.query_one(ResultsTable)
+        shown = {}
+        for width, detail in ((70, False), (160, True), (99, False)):
+            await pilot.resize_terminal(width, 30)
+            await settle(pilot)
+            shown[width] = [tuple(map(str, table.get_row_at(row))) for row in range(table.row_count)]
+            assert app.query_one("#detail").display is detail
+            assert shown[width] == fitted_rows(table.uncut, table.size.width) and table.size.width > 40
+        assert shown[70] != shown[160]
 
 
 @pytest.mark.slow

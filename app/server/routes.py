@@ -1,5 +1,6 @@
 """The endpoints of ``askalike serve``, thin over the library: searches (``retrieval.results``
-builds the same JSON as ``search --json``), the questions (``indexer.upsert``), the state.
+builds the same JSON as ``search --json``), the questions and the verdicts on pairs of them
+(``indexer.upsert``), the state.
 Sync endpoints: FastAPI runs each in its thread pool, so they run side by side. The two search
 endpoints are async and answer in the event loop's own thread when the search can start at once
 (``_answered``): handing a search to a thread cost more than the search itself.
@@ -152,6 +153,14 @@ def _question(searcher: "Searcher", external_id: str, source: str | None) -> "St
         raise HTTPException(404, str(err)) from None
 
 
+def _judged(searcher: "Searcher", which: str, id: str, source: str | None) -> "StoredQuestion":
+    """The stored question a verdict names as ``which`` (first, second); 422 when there is none."""
+    try:
+        return _question(searcher, id, source)
+    except HTTPException as err:
+        raise HTTPException(422, f"{which}: {err.detail}") from None
+
+
 def _question_json(question: "StoredQuestion", searcher: "Searcher") -> dict[str, Any]:
     return {"id": question.external_id, "source": searcher.source_label(question.source),
             "subject": question.subject, "body": question.body, "metadata": question.metadata}
@@ -191,6 +200,19 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
                     if key in ("min_match", "date_format"):
                         raise ValueError(unknown_parameters([key], ["min-match", DATE_FORMAT]))
             return data
+
+    class VerdictQuestion(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        id: StrictStr = Field(min_length=1, description="the question's id in your collection")
+        source: StrictStr | None = Field(None, description="its source, where several have the id")
+
+    class VerdictBody(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        first: VerdictQuestion
+        second: VerdictQuestion
+        same: StrictBool = Field(description="true: the same question; false: different questions")
 
     @api.get("/health", tags=["state"])
     def health() -> dict[str, str]:
@@ -294,6 +316,13 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
             raise HTTPException(422, f"the body's id {question['id']!r} is not the path's {id!r}")
         return _write(loaded, limits, [{**question, "id": id}], source, date_format)
 
+    @api.post("/verdicts", tags=["questions"], dependencies=[writer])
+    def post_verdict(verdict: VerdictBody) -> dict[str, Any]:
+        """Record whether two stored questions are the same question (a person's verdict, as
+        the search page's "same question" and "different" give it); the latest verdict on a pair
+        counts. `askalike verdicts --out FILE` writes them as labelled pairs for `askalike tune`."""
+        return _record(loaded, limits, verdict)
+
     @api.delete("/questions/{id:path}", tags=["questions"], dependencies=[writer])
     def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
@@ -307,6 +336,22 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
                                       limits.lock_wait_s)
             live.refresh(wait=True)
         return {"deleted": deleted}
+
+
+def _record(loaded: "ServedIndex", limits: Limits, verdict: Any) -> dict[str, Any]:
+    """Store ``verdict`` (a ``VerdictBody``) on the two stored questions it names."""
+    from indexer.upsert import record_verdict
+
+    live = loaded.require()
+    with live.searching() as searcher:
+        first, second = (_judged(searcher, which, judged.id, judged.source)
+                         for which, judged in (("first", verdict.first), ("second", verdict.second)))
+        labels = searcher.source_labels
+    if first.id == second.id:
+        raise HTTPException(422, "first and second are the same stored question: a verdict compares two")
+    recorded = record_verdict(live.index_dir, first, second, verdict.same, loaded.settings.database,
+                              limits.lock_wait_s)
+    return recorded.as_json(lambda source: labels.get(source, source))
 
 
 def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str,
