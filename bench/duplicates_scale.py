@@ -7,8 +7,10 @@ The questions are distinct conversation texts (``bench.common.conversation_texts
 after the other over 2024 so that ``--since`` can take the newest 1% (a moderator's daily run).
 Each index type's index is built once by ``index_sources`` and cached under
 ~/.cache/askalike/bench-duplicates (building is not timed: ``bench.index_build`` measures it).
-Timed: ``duplicate_groups`` at the default threshold, as the command runs it (reading the
-stored vectors, the k-NN search, grouping), over all questions and with ``--since``. An
+Timed: ``duplicate_groups`` at the default match (the model's judge at 50%), as the command runs
+it (reading the stored vectors, the k-NN search, deeper where all neighbours are the same
+question, grouping), over all questions and with ``--since`` (whose partners' neighbours are
+looked at too, so that their groups come whole). An
 approximate index's grouped questions are compared with the flat (exact) index's. Writes a section of
 docs/benchmarks.md.
 """
@@ -26,12 +28,8 @@ from typing import Any
 from bench.common import conversation_texts, markdown_table, write_section
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import open_index
-from retrieval.collection_duplicates import (
-    DEFAULT_MIN_MATCH,
-    DEFAULT_NEIGHBOURS,
-    duplicate_groups,
-    questions_to_check,
-)
+from retrieval.collection_duplicates import DEFAULT_NEIGHBOURS, duplicate_groups, questions_to_check
+from retrieval.judgement import SAME_QUESTION, model_judge
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-duplicates"
 FIRST_DAY = datetime(2024, 1, 1, tzinfo=UTC)
@@ -57,12 +55,12 @@ def built_index(size: int, model: str, index_type: str) -> Path:
     return index_dir
 
 
-def measure(index_dir: Path, since: str | None) -> dict[str, Any]:
+def measure(index_dir: Path, model: str, since: str | None) -> dict[str, Any]:
     opened = open_index(index_dir)
     try:
         checked = questions_to_check(opened, since)
         started = time.perf_counter()
-        groups = duplicate_groups(opened, DEFAULT_MIN_MATCH, since)
+        groups = duplicate_groups(opened, model_judge(model), SAME_QUESTION, since)
         seconds = time.perf_counter() - started
     finally:
         opened.close()
@@ -83,7 +81,7 @@ def main() -> None:
     for index_type in args.types:
         index_dir = built_index(args.size, args.model, index_type)
         for label, start in (("all", None), (f"--since (newest {NEW_SHARE:.0%})", since)):
-            result = measure(index_dir, start)
+            result = measure(index_dir, args.model, start)
             if index_type == "flat":
                 exact[label] = result["grouped"]
             recall = (f"{len(result['grouped'] & exact[label]) / len(exact[label]):.3f}"
@@ -95,7 +93,9 @@ def main() -> None:
     load = os.getloadavg()
     body = (f"Model `{args.model}`; distinct conversation texts; {os.cpu_count()} cores (load average "
             f"at the end: {load[0]:.1f} over 1 min, {load[2]:.1f} over 15 min: other jobs share them); "
-            f"default --min-match ({DEFAULT_MIN_MATCH:.0%}), {DEFAULT_NEIGHBOURS} neighbours a question; "
+            f"default --min-match ({SAME_QUESTION:.0%}: cosine "
+            f"{model_judge(args.model).cosine_for(SAME_QUESTION):.3f}), "
+            f"{DEFAULT_NEIGHBOURS} neighbours a question first; "
             "the time of `duplicate_groups` (read the stored vectors, k-NN search, grouping), the "
             "index built before. Recall: the share of the questions grouped through the flat (exact) index "
             "that this index groups too.\n\n"
