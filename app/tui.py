@@ -41,14 +41,14 @@ HELP = """\
   Enter       the selected question in full (↓ selects)
   m           more like it        b  Escape   back
   f           filters             c           clear them
-  a           fold near-duplicates ("+3 alike"), or list them
-  + -         raise or lower the minimum match (≥30%)
+  a           fold the same question ("+3 alike"), or list it
+  + -         raise or lower the minimum match (by 10%)
   Ctrl+T      mode: dense (meaning), lexical (words), hybrid
   ?  F1       this help           q  Ctrl+C   quit
 Letters act when the results have the focus (Tab).
-Match: dense: the cosine (0 at least); lexical: the share of the
-query's words held; hybrid: the fused score. "≈ #2": a near-
-duplicate of hit 2.
+Match: how likely a hit asks the same question: of the hits
+at 80%, about 80% do (every mode). "≈ #2": judged the same
+question as hit 2 (50% or more).
 """
 MIN_MATCH_STEP = 0.1
 SOURCE_CHARS = 18  # the source column's widest (file names cut with "…")

@@ -123,9 +123,9 @@ def index_run(model: str, texts: list[str], gpu: Any, work: Path) -> dict[str, A
 def grouping(gpu: Any, count: int, dim: int = 384) -> dict[str, Any]:
     """Near-duplicate pairs among ``count`` unit vectors (a twentieth of them copies of others
     at cosine about 0.95), as ``duplicates`` finds them: each vector's 11 nearest by exact search
-    on the GPU, the pairs at 0.9 or more scored and joined into groups. The CPU's exact search
+    on the GPU, the pairs at 0.9 or more scored and grouped around centres. The CPU's exact search
     (numpy, every core) answers a sample of queries, timed and compared."""
-    from retrieval.collection_duplicates import Pair, candidate_pairs, connected_groups
+    from retrieval.collection_duplicates import Pair, candidate_pairs, centred_groups
     from train.gpu_search import ExactSearch
 
     generator = np.random.default_rng(53)
@@ -141,9 +141,10 @@ def grouping(gpu: Any, count: int, dim: int = 384) -> dict[str, Any]:
     def group() -> list[list[int]]:
         search = ExactSearch(ids, vectors, gpu)
         chunks = ((ids[s:s + 8192], vectors[s:s + 8192]) for s in range(0, count, 8192))
-        candidates = candidate_pairs(chunks, search, 11, 0.9)
+        candidates, _ = candidate_pairs(chunks, search, 11, 0.9)
         pairs = [Pair(a, b, float(vectors[a] @ vectors[b])) for a, b in candidates]
-        return connected_groups(pairs, 0.9)
+        return sorted([centre, *members] for centre, members in centred_groups(
+            [pair for pair in pairs if pair.cosine >= 0.9]))
 
     groups, figures["gpu_seconds"] = _timed(group)
     figures["groups"] = len(groups)

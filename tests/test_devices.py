@@ -16,6 +16,7 @@ from core.loader import load_encoder
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import open_index
 from retrieval.collection_duplicates import duplicate_groups
+from retrieval.judgement import UncalibratedJudge
 
 torch = pytest.importorskip("torch")
 from train.devices import torch_device  # noqa: E402  (after the skip: torch is the training side)
@@ -114,11 +115,11 @@ def test_duplicates_groups_the_same_with_the_exact_torch_search(tmp_path, tiny_m
     index = open_index(tmp_path / "index")
     try:
         stored = ExactSearch.of_chunks(index.store.vectors(index.manifest.encoder.dim), torch.device("cpu"))
-        for strict in (False, True):
-            expected = [group.as_json(1) for group in duplicate_groups(index, 0.9, strict=strict)]
-            found = [group.as_json(1) for group in duplicate_groups(index, 0.9, strict=strict, search=stored)]
-            assert found == expected
-            assert len(expected) >= 10
+        judge = UncalibratedJudge()
+        expected = [group.as_json(1) for group in duplicate_groups(index, judge, 0.9)]
+        found = [group.as_json(1) for group in duplicate_groups(index, judge, 0.9, search=stored)]
+        assert found == expected
+        assert len(expected) >= 10
     finally:
         index.close()
 
