@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import ROOT
+from helpers import ROOT, collection, index, write_jsonl
 from serving import KEY, WRITE, free_port
 
 from indexer.directory import recorded_verdicts
@@ -89,8 +89,16 @@ HELPDESK = [{"id": "C1", "subject": "penguin colonies", "body": "where do pengui
              "team": "Billing", "received": "2025-01-05"}]
 
 
+@pytest.fixture
+def page_index(tmp_path, steep_model) -> Path:
+    """200 questions indexed with a model whose judge folds only copies: the untrained tiny
+    model's cosines of unrelated questions reach the uncalibrated 50%."""
+    index(write_jsonl(tmp_path / "questions.jsonl", collection(200)), tmp_path / "page-index", steep_model)
+    return tmp_path / "page-index"
+
+
 @pytest.mark.slow
-def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_path):
+def test_the_page_shows_results_and_the_opened_question_side_by_side(page_index, tmp_path):
     """The page as a colleague keeps it open: results, metadata, filters, keys, duplicates, adding."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -99,7 +107,7 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_
 
     browser = _browser()
     try:
-        with served(built[0], tmp_path) as url:
+        with served(page_index, tmp_path) as url:
             added = httpx.post(f"{url}/questions", headers=WRITE, json=HELPDESK, timeout=60)
             assert added.status_code == 200, added.text
             browser.get(url + "/")
@@ -139,7 +147,7 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(built, tmp_
             pair = (opened_id, judged.get_attribute("data-id"))
             judged.find_element(By.CSS_SELECTOR, ".verdict button").click()
             wait.until(lambda _: "recorded: the same" in browser.find_element(By.ID, "duplicates").text)
-            (verdict,) = recorded_verdicts(built[0])
+            (verdict,) = recorded_verdicts(page_index)
             assert (verdict.first.external_id, verdict.second.external_id, verdict.same) == (*pair, True)
             # ArrowDown moves the selection and shows that question
             selected_before = browser.find_element(By.CSS_SELECTOR, "li.hit.selected").get_attribute(
