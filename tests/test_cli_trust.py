@@ -130,7 +130,7 @@ def test_control_sequences_are_escaped_in_the_tui(evil):
     from retrieval.searcher import Searcher
 
     async def shown() -> tuple[str, str]:
-        app = SearchApp(lambda: Searcher(evil), k=30)
+        app = SearchApp(lambda: Searcher(evil), k=30, collapse=False)  # q3 listed, not folded
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press(*"how do i find a good visa")
             await pilot.pause(DEBOUNCE_S + 0.1)

@@ -11,6 +11,7 @@ import pytest
 from helpers import assert_one_line_error, collection, index, invoke, search_hits, write_jsonl
 
 from app.common import RESULT_FIELDS
+from retrieval.judgement import model_judge
 
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
 <RelQuestion RELQ_ID="Q9_R1" RELQ_CATEGORY="Visas and Permits" RELQ_DATE="2012-03-04 10:00:00">
@@ -24,11 +25,11 @@ ASKED_AGAIN = [{"id": f"again{n}", "subject": "Family visa for my parents",
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory, tiny_model):
+def index_dir(tmp_path_factory, steep_model):
     directory = tmp_path_factory.mktemp("output")
     write_jsonl(directory / "forum.jsonl", [*collection(40), *ASKED_AGAIN])
     (directory / "threads.xml").write_bytes(THREAD)
-    index(directory / "forum.jsonl", directory / "index", tiny_model, directory / "threads.xml")
+    index(directory / "forum.jsonl", directory / "index", steep_model, directory / "threads.xml")
     return directory / "index"
 
 
@@ -87,11 +88,13 @@ def test_csv_rows_name_each_query(index_dir):
 
 
 def test_min_match_drops_the_weak_hits_and_says_so_when_none_is_left(index_dir):
-    everything = search_hits(search(index_dir, "cheap car", "-k", "20", "--json"))
+    # asked three times: those match, the rest hardly
+    query = f"{ASKED_AGAIN[0]['subject']} {ASKED_AGAIN[0]['body']}"
+    everything = search_hits(search(index_dir, query, "-k", "20", "--json"))
     matches = [hit["match"] for hit in everything]
     step = next(i for i in range(len(matches) - 1) if matches[i] > matches[i + 1])
     cut = (matches[step] + matches[step + 1]) / 2
-    kept = search_hits(search(index_dir, "cheap car", "-k", "20", "--json", "--min-match", str(cut)))
+    kept = search_hits(search(index_dir, query, "-k", "20", "--json", "--min-match", str(cut)))
     assert kept == [hit for hit in everything if hit["match"] >= cut] and len(kept) < len(everything)
     none = search(index_dir, "cheap car", "--min-match", "100%")
     assert "“cheap car” · dense: no hit reaches --min-match 100%" in none.replace("\n", " ")
@@ -108,13 +111,13 @@ def test_collapse_folds_the_question_asked_three_times(index_dir):
     assert "Family visa for my parents  (+2 alike)" in table
 
 
-def test_lexical_matches_fall_with_the_bm25_order(index_dir):
+def test_lexical_orders_by_bm25_and_shows_the_judges_match_of_the_cosine(index_dir, steep_model):
     hits = search_hits(search(index_dir, "cheap car near the pearl", "-k", "15", "--json",
                               "--mode", "lexical"))
     assert {hit["mode"] for hit in hits} == {"lexical"}
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
-    assert [h["match"] for h in hits] == sorted((h["match"] for h in hits), reverse=True)
-    assert [h["match"] for h in hits] != sorted((h["cosine"] for h in hits), reverse=True)
+    judge = model_judge(steep_model)
+    assert all(h["match"] == pytest.approx(float(judge.probability(h["cosine"])), abs=1e-4) for h in hits)
 
 
 def test_lexical_with_no_hit_and_no_filter_does_not_blame_filters(index_dir):
@@ -172,9 +175,9 @@ def test_like_with_a_query_or_a_word_mode_is_refused(index_dir):
 
 def test_similar_shows_the_match_search_shows(tiny_model, index_dir):
     said = invoke("similar", "Family visa", "Family visa", "--model", tiny_model)
-    assert said.stdout.strip() == "100% match (cosine 1.0000)"
+    assert said.stdout.strip() == "100% match: the same question (cosine 1.0000)"  # uncalibrated: the cosine
     scaled = invoke("similar", "visa", "visa", "--model", tiny_model, "--sts-scale")
-    assert scaled.stdout.strip() == "100% match (cosine 1.0000), 5.00 on the STS 0-5 scale"
+    assert scaled.stdout.strip() == "100% match: the same question (cosine 1.0000), 5.00 on the STS 0-5 scale"
 
 
 def test_search_settings_help_says_they_are_raised_for_k_and_filters():
