@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 INSTALL_INPUTS = ("pyproject.toml", "constraints-cpu.txt")
-EXTRAS = "dev,ray"  # the dev tools, and Ray so that the --engine ray tests run
+EXTRAS = "dev,train,ray"  # the dev tools, training (torch) and Ray, so that every test runs
 # the shipped models against the baselines on CQA subtask B (models/accurate is the default model)
 DEMO = ["askalike", "eval", "cqa",
         "--split", "dev2016", "--split", "test2016", "--split", "test2017",

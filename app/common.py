@@ -28,6 +28,7 @@ from core.credentials import masked_text
 from core.data_dir import DATA_ENV_VAR
 from core.dates import DateOrder
 from core.errors import UserError
+from core.extras import require_training
 from core.numbers import decimal, integer
 from indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
 from retrieval.fusion import SearchMode
@@ -216,6 +217,7 @@ def exported(spec: str) -> str:
     from core.loader import export_missing
 
     if export_missing(spec) is not None:
+        require_training(f"exporting {spec} to ONNX (once, for queries)")
         from train.trained_model import export_once
 
         stderr.print(plain(f"exporting {spec} to ONNX (once; queries then run without torch)…"))

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.common import exported
-from core.devices import Device, DeviceError, gpu_possible
+from core.devices import Device, gpu_possible
+from core.extras import missing_training_modules, require_training
 
 if TYPE_CHECKING:
     import torch
@@ -26,16 +27,13 @@ DeviceOption = Annotated[Device, typer.Option(
 
 
 def gpu_device(device: Device) -> torch.device | None:
-    """The GPU that ``device`` names or ``auto`` finds; None for the CPU. ``cuda`` without torch
-    or without a GPU torch can see is a DeviceError."""
-    if not gpu_possible(device):
-        return None
-    try:
-        from train.devices import torch_device
-    except ImportError:  # torch is the training side; queries and CPU runs never need it
-        if device is Device.cuda:
-            raise DeviceError("--device cuda needs torch with CUDA (the training side of askalike)") from None
-        return None
+    """The GPU that ``device`` names or ``auto`` finds; None for the CPU. ``cuda`` without the
+    training extra (torch) is a TrainingExtraError, without a GPU torch can see a DeviceError."""
+    if not gpu_possible(device) or (device is Device.auto and missing_training_modules()):
+        return None  # without the training extra, auto is the CPU
+    require_training("--device cuda")
+    from train.devices import torch_device
+
     chosen = torch_device(device)
     return chosen if chosen.type == "cuda" else None
 

@@ -29,6 +29,7 @@ from app.devices import DeviceOption, embedding_encoder
 from app.summaries import model_label
 from core.data_dir import CQA_SPLITS
 from core.devices import Device
+from core.extras import require_training
 from core.model_dir import DEFAULT_MODEL
 from retrieval.baselines import BASELINES
 from retrieval.fusion import SearchMode
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from core.encoder import Encoder
     from retrieval.cqa import CqaEvaluation
     from retrieval.reranker import Reranker
+    from train.trained_model import TrainedModel
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
 System = StrEnum("System", {name: name for name in BASELINES})
@@ -51,11 +53,20 @@ def _encoder(spec: str, use_torch: bool, device: Device) -> Encoder:
     """The encoder to evaluate: by default what every query computes (on a GPU, in torch with
     the same math)."""
     if use_torch:
+        trained = _torch_model(spec, "--torch")
         from train.devices import torch_device
-        from train.trained_model import load_model
 
-        return load_model(spec).encoder.to(torch_device(device))
+        return trained.encoder.to(torch_device(device))
     return embedding_encoder(spec, device)
+
+
+def _torch_model(spec: str, what: str) -> TrainedModel:
+    """``spec``'s torch training model, with the heads that only it has; ``what`` needs the
+    training extra."""
+    require_training(what)
+    from train.trained_model import load_model
+
+    return load_model(spec)
 
 
 def _reranker(spec: str, mode: SearchMode | None, use_torch: bool, device: Device) -> Reranker:
@@ -204,14 +215,14 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
     """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
     (Yang Table 1)."""
     from core.data_dir import resolve_data_dir
-    from train.corpus import conversation_pairs
-    from train.evaluation import response_precision
-    from train.trained_model import load_model  # the response head is part of the torch model
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"response selection with {model_label(model)}")
         root = resolve_data_dir(data_dir)
-        loaded = load_model(model)
+        loaded = _torch_model(model, "askalike eval response")  # the response head is the torch model's
+        from train.corpus import conversation_pairs
+        from train.evaluation import response_precision
+
         figures: dict[str, object] = {"model": model}
         for stem in ("reddit_2015", "self_dialogue", "dailydialog", "ubuntu_irc"):
             figures[stem] = response_precision(loaded, conversation_pairs(root, stem)[1])
@@ -225,14 +236,15 @@ def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
     from core.data_dir import resolve_data_dir
     from core.datasets import read_nli
     from core.model_dir import ModelError
-    from train.evaluation import nli_accuracy
-    from train.trained_model import load_model  # the NLI head is part of the torch model
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"SNLI test with {model_label(model)}")
+        loaded = _torch_model(model, "askalike eval nli")  # the NLI head is the torch model's
+        from train.evaluation import nli_accuracy
+
         pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
         try:
-            figures = nli_accuracy(load_model(model), pairs)
+            figures = nli_accuracy(loaded, pairs)
         except ValueError as err:
             raise ModelError(f"{model}: {err}") from None
     print_figures(f"SNLI test: {model}", {"model": model, **figures}, as_json)

@@ -11,6 +11,7 @@ from app.common import DataDirOption, app, user_errors
 from app.devices import DeviceOption
 from app.safe_text import printable
 from core.devices import Device
+from core.extras import require_training
 
 
 @app.command("train")
@@ -30,11 +31,13 @@ def train(
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
     from core.data_dir import resolve_data_dir
-    from train.config import ConfigError, load_config
-    from train.seed_average import member_config, train_seed_average
-    from train.trainer import Trainer  # loads torch training machinery only when training
 
     with user_errors():
+        require_training("askalike train")
+        from train.config import ConfigError, load_config
+        from train.seed_average import member_config, train_seed_average
+        from train.trainer import Trainer  # loads torch training machinery only when training
+
         parsed = load_config(config)
         if steps is not None:
             parsed.training.steps = steps
@@ -63,8 +66,9 @@ def export(
     """(Re)write MODEL/model.onnx, the export that answers queries without torch. `train` writes
     it with every transformer model; this refreshes a model saved before, or changes its
     quantisation."""
-    from train.trained_model import export_model
-
     with user_errors():
+        require_training("askalike export")
+        from train.trained_model import export_model
+
         directory, described = export_model(model, quantize)
     typer.echo(printable(f"wrote {directory / described['file']} ({described['quantization']})"))

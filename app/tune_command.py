@@ -13,6 +13,7 @@ from app.common import JsonOption, app, exported, plain, print_lines, shipped_mo
 from app.devices import DeviceOption
 from core.devices import Device
 from core.errors import UserError
+from core.extras import require_training
 from core.model_dir import DEFAULT_MODEL
 
 
@@ -65,6 +66,7 @@ def tune(
     `--model` take;
     prints what it learned from and the held-out figures before and after (--json: every detail)."""
     with user_errors():
+        require_training("askalike tune")
         if (pairs is None) == (collection is None):
             raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
         if collection is not None:

