@@ -233,7 +233,7 @@ def search(
 
     The table shows each hit's id (what `show` and `delete` take) and its match, which falls as
     the rank does in every mode."""
-    from retrieval.results import Shown, search_payload
+    from retrieval.results import Shown
     from retrieval.searcher import Searcher, where_filters
 
     if like is not None and query is not None:
@@ -252,20 +252,14 @@ def search(
         why = searcher.why_nothing(filters) if filters else ""
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
-            found = searcher.more_like(liked.id, shown.depth, filters)
-            hits = shown.of(searcher, found)
-            answers = [Answered(f"like {liked.external_id}", why,
-                                f"more like {liked.external_id} “{liked.subject}”",
-                                search_payload(hits, SearchMode.dense, like=liked), len(found), hits,
-                                searcher.source_labels)]
+            searches = [(f"like {liked.external_id}", f"more like {liked.external_id} “{liked.subject}”",
+                         shown.like(searcher, liked, filters))]
         else:
-            ran = mode or searcher.default_mode
-            answers = []
-            for text, found in zip(queries, searcher.search_many(queries, shown.depth, filters, ran),
-                                   strict=True):
-                hits = shown.of(searcher, found)
-                answers.append(Answered(text, why, f"“{text}”", search_payload(hits, ran, query=text),
-                                        len(found), hits, searcher.source_labels))
+            searches = [(text, f"“{text}”", answer)
+                        for text, answer in zip(queries, shown.search(searcher, queries, filters, mode),
+                                                strict=True)]
+        answers = [Answered(label, why, heading, answer.payload(), answer.found, answer.hits,
+                            searcher.source_labels) for label, heading, answer in searches]
     for answered in answers:
         if filters and not answered.found:
             answered.payload["why"] = why

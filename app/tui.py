@@ -433,15 +433,12 @@ class SearchApp(App[None]):
     def _search(self, searcher: Searcher, search: Search, focus_results: bool) -> None:
         shown = self.shown
         try:
-            if search.like is not None:
-                found = searcher.more_like(search.like.row_id, shown.depth, search.filters)
-            else:
-                found = searcher.search(search.query, shown.depth, search.filters, self.mode)
-            results = shown.of(searcher, found)
+            answer = (shown.like(searcher, search.like, search.filters) if search.like is not None
+                      else shown.search(searcher, [search.query], search.filters, self.mode)[0])
         except UserError as err:  # reported in the status line
             self.call_from_thread(self._status, f"Search failed: {masked_text(str(err))}")
             return
-        self.call_from_thread(self._show, search, len(found), results, focus_results)
+        self.call_from_thread(self._show, search, answer.found, answer.hits, focus_results)
 
     def _show(self, search: Search, found: int, results: list[SearchResult], focus_results: bool) -> None:
         self.results, self.found, self.answered = results, found, search

@@ -1,10 +1,11 @@
 """What a person is shown of a search's hits, shared by the CLI, the TUI and the HTTP server:
 weak hits dropped (``at_least``), near-duplicates folded into their better hit (``collapsed``),
-and the JSON payload of one search (``search_payload``, its schema in docs/cli.md)."""
+the one entry point of a search as shown (``Shown.search``, ``Shown.like``) and the JSON payload
+of one search (``search_payload``, its schema in docs/cli.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -12,7 +13,7 @@ from indexer.store import StoredQuestion
 from retrieval.duplicates import mark_near_duplicates
 from retrieval.fusion import SearchMode
 from retrieval.judgement import SEARCH_MIN_MATCH
-from retrieval.searcher import Searcher, SearchResult
+from retrieval.searcher import Searcher, SearchFilters, SearchResult
 
 COLLAPSE_DEPTH = 3  # a collapsed search reads this many hits per hit shown, to fill k after folding
 
@@ -42,6 +43,22 @@ def collapsed(results: list[SearchResult]) -> list[SearchResult]:
 
 
 @dataclass(frozen=True)
+class ShownSearch:
+    """One search as a person is shown it: what it asked (``query``, or ``like`` a question), the
+    mode that ran, the hits shown and how many the searcher found before they were picked."""
+
+    hits: list[SearchResult]
+    found: int  # hits the searcher found, before min-match and folding
+    mode: SearchMode
+    query: str | None = None
+    like: SearchResult | StoredQuestion | None = None
+
+    def payload(self, source_label: Callable[[str], str] = str) -> dict[str, Any]:
+        """The search's JSON object (``search_payload``)."""
+        return search_payload(self.hits, self.mode, self.query, self.like, source_label)
+
+
+@dataclass(frozen=True)
 class Shown:
     """How a search's hits are shown: at most ``k``, none below ``min_match``, near-duplicates
     marked "≈ #N" or (``collapse``) folded into their better hit."""
@@ -59,6 +76,21 @@ class Shown:
         """``results`` (``depth`` of them, best first) as shown."""
         marked = mark_near_duplicates(searcher, results)
         return at_least(collapsed(marked) if self.collapse else marked, self.min_match)[: self.k]
+
+    def search(self, searcher: Searcher, queries: Sequence[str], filters: SearchFilters | None = None,
+               mode: SearchMode | None = None) -> list[ShownSearch]:
+        """Each query searched (in ``mode``, else the searcher's default) and shown."""
+        ran = mode or searcher.default_mode
+        found = searcher.search_many(queries, self.depth, filters, ran)
+        return [ShownSearch(self.of(searcher, results), len(results), ran, query=query)
+                for query, results in zip(queries, found, strict=True)]
+
+    def like(self, searcher: Searcher, question: SearchResult | StoredQuestion,
+             filters: SearchFilters | None = None) -> ShownSearch:
+        """More like a stored question (a hit, or a question found by its id), shown."""
+        row_id = question.row_id if isinstance(question, SearchResult) else question.id
+        found = searcher.more_like(row_id, self.depth, filters)
+        return ShownSearch(self.of(searcher, found), len(found), SearchMode.dense, like=question)
 
 
 def search_payload(results: list[SearchResult], mode: SearchMode, query: str | None = None,

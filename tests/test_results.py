@@ -81,6 +81,30 @@ def test_shown_collapses_to_k_leading_hits_and_drops_weak_ones(tmp_path, steep_m
     assert {r.external_id for r in strict} == {"q3", "again1", "again2"}
 
 
+def test_shown_search_and_like_are_the_searchers_hits_at_depth_as_shown(tmp_path, steep_model):
+    records = collection(30)
+    copies = [{**records[3], "id": f"again{n}", "body": records[3]["body"] + " " * n} for n in (1, 2)]
+    write_jsonl(tmp_path / "forum.jsonl", [*records, *copies])
+    index(tmp_path / "forum.jsonl", tmp_path / "index", steep_model)
+    queries = [f"{records[3]['subject']} {records[3]['body']}", records[7]["subject"]]
+    shown = Shown(k=4, min_match=0.3, collapse=True)
+    with Searcher(tmp_path / "index") as searcher:
+        answers = shown.search(searcher, queries, mode=SearchMode.lexical)
+        by_hand = searcher.search_many(queries, shown.depth, mode=SearchMode.lexical)
+        liked = searcher.question("q3")
+        like = shown.like(searcher, liked)
+        like_by_hand = searcher.more_like(liked.id, shown.depth)
+        assert [a.hits for a in answers] == [shown.of(searcher, found) for found in by_hand]
+        assert like.hits == shown.of(searcher, like_by_hand)
+        assert shown.like(searcher, like.hits[0]).hits == shown.of(searcher, searcher.more_like(
+            like.hits[0].row_id, shown.depth))  # a hit is liked by its row id
+    assert [a.found for a in answers] == [len(found) for found in by_hand] == [12, 12]
+    assert answers[0].payload() == search_payload(answers[0].hits, SearchMode.lexical, query=queries[0])
+    assert like.payload(str.upper) == search_payload(like.hits, SearchMode.dense, like=liked,
+                                                     source_label=str.upper)
+    assert (like.found, like.mode) == (len(like_by_hand), SearchMode.dense)
+
+
 def test_a_question_is_found_by_the_users_id(tmp_path, tiny_model):
     write_jsonl(tmp_path / "a.jsonl", collection(5))
     write_jsonl(tmp_path / "b.jsonl", [replace_id(r, "b") for r in collection(3)])

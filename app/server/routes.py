@@ -110,18 +110,14 @@ def _filters(searcher: "Searcher", source: list[str] | None, category: list[str]
 def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "SearchFilters",
               mode: SearchMode | None, min_match: float, collapse: bool) -> list[dict[str, Any]]:
     """Each query's ``search --json`` object, its sources named as a client sees them."""
-    from retrieval.results import Shown, search_payload
+    from retrieval.results import Shown
     from retrieval.searcher import SearchError
 
-    shown = Shown(k, min_match, collapse)
-    mode_run = mode or searcher.default_mode
     try:
-        found = searcher.search_many(queries, shown.depth, filters, mode)
+        answers = Shown(k, min_match, collapse).search(searcher, queries, filters, mode)
     except SearchError as err:
         raise HTTPException(400, str(err)) from None
-    payloads = [search_payload(shown.of(searcher, results), mode_run, query=query,
-                               source_label=searcher.source_label)
-                for query, results in zip(queries, found, strict=True)]
+    payloads = [answer.payload(searcher.source_label) for answer in answers]
     if filters and any(not payload["results"] for payload in payloads):
         why = searcher.why_nothing(filters)
         for payload in payloads:
@@ -274,20 +270,15 @@ def install(api: FastAPI, loaded: "ServedIndex", limits: Limits, reader: Any, wr
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose
         match to it (how likely they ask the same question) reaches ``min-match`` (default: 50%,
         what ``duplicates`` and ``--collapse`` call the same question)."""
-        from retrieval.results import Shown, search_payload
+        from retrieval.results import Shown
 
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")
         shown = Shown(k, _min_match(min_match, SAME_QUESTION))
         with loaded.require().searching() as searcher:
-            if text is not None:
-                hits = searcher.search_many([text], k, None, SearchMode.dense)[0]
-                return search_payload(shown.of(searcher, hits), SearchMode.dense, query=text,
-                                      source_label=searcher.source_label)
-            question = _question(searcher, id, source)
-            hits = searcher.more_like(question.id, k)
-            return search_payload(shown.of(searcher, hits), SearchMode.dense, like=question,
-                                  source_label=searcher.source_label)
+            answer = (shown.search(searcher, [text], mode=SearchMode.dense)[0] if text is not None
+                      else shown.like(searcher, _question(searcher, id, source)))
+            return answer.payload(searcher.source_label)
 
     @api.get("/questions/{id:path}", tags=["questions"], dependencies=[reader])
     def get_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
