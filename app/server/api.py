@@ -158,7 +158,7 @@ def _install_error_handlers(api: FastAPI) -> None:
 
 def create_app(settings: ServerSettings) -> FastAPI:
     """The application for ``settings``; the index loads in the background once it starts."""
-    from app.server import routes
+    from app.server import question_routes, search_routes, state_routes, verdict_routes
 
     loaded = ServedIndex(settings)
     keys = KeyChecker(api_keys(settings))
@@ -198,8 +198,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                     headers={"WWW-Authenticate": "Bearer"})
         return Depends(check)
 
-    routes.install(api, loaded, settings.limits, reader=key_checked(settings.read_needs_key),
-                   writer=key_checked(True))
+    reader, writer, limits = key_checked(settings.read_needs_key), key_checked(True), settings.limits
+    for router in (state_routes.router(loaded, reader), search_routes.router(loaded, limits, reader),
+                   question_routes.router(loaded, limits, reader, writer),
+                   verdict_routes.router(loaded, limits, writer)):
+        api.include_router(router)
 
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:

@@ -1,0 +1,79 @@
+"""What the endpoints of ``askalike serve`` share: their query parameters (spelt as the CLI's
+options: ``min-match``, ``date-format``) and the readers of what those parameters and paths name
+(a whole number, a share, a stored question).
+
+No ``from __future__ import annotations``: FastAPI reads these annotations."""
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Path as PathParam
+from fastapi import Query
+from starlette.exceptions import HTTPException
+
+from core.dates import DateOrder
+from core.numbers import ShareError, integer, share
+from indexer.sources import normalize_id
+from retrieval.judgement import SEARCH_MIN_MATCH
+
+if TYPE_CHECKING:
+    from indexer.store import StoredQuestion
+    from retrieval.searcher import Searcher
+
+Source = Annotated[list[str] | None, Query(description="only this source (its name as hits show it, "
+                                                       "or its file name); repeatable")]
+Category = Annotated[list[str] | None, Query(description="only this category (any case); repeatable")]
+Where = Annotated[list[str] | None, Query(description="only questions whose metadata column KEY is "
+                                                      "VALUE (KEY=VALUE, any case), as --where; "
+                                                      "repeatable")]
+Since = Annotated[str | None, Query(description="only questions dated on or after this date")]
+Until = Annotated[str | None, Query(description="only questions dated on or before this date")]
+MIN_MATCH_HELP = ("leave out hits whose match is below this: 50% or 0.5 (a number without % is a "
+                  "fraction: 1 is 100%)")
+MinMatch = Annotated[str | None, Query(alias="min-match", description=MIN_MATCH_HELP)]
+Collapse = Annotated[bool, Query(description="fold near-duplicates into the better hit they duplicate")]
+DATE_FORMAT = "date-format"  # the parameter that says how to read 10/01/2024 (spelt as the CLI's)
+DATE_FORMAT_HELP = "how to read a date written in numbers only, such as 10/01/2024"
+DateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP
+                                               + " (default: as the index was built)")]
+WriteDateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP)]
+# a question's id in the path: it may hold a "/" (`/questions/a%2Fb`), as an id in a file may
+QuestionId = Annotated[str, PathParam(description="the question's id in your collection")]
+
+
+def whole_number(value: Any) -> Any:
+    """A count given as a parameter, read as ``core.numbers.integer`` reads it (``k=1_0``,
+    ``k=true`` and ``k=5.0`` are refused, not read as 10, 1 and 5)."""
+    if isinstance(value, str):
+        number = integer(value)
+        if number is None:
+            raise ValueError(f"{value!r} is not a whole number written in decimal digits")
+        return number
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{json.dumps(value)} is not a whole number")
+    return value
+
+
+def minimum_match(value: str | float | None, default: float = SEARCH_MIN_MATCH) -> float:
+    """``min-match`` as ``--min-match`` reads it (``core.numbers.share``); a JSON number as the
+    same number written out. 422 when it is not a share."""
+    if value is None:
+        return default
+    text = value if isinstance(value, str) else f"{value:f}".rstrip("0").rstrip(".")
+    try:
+        return share(text, "min-match")
+    except ShareError as err:
+        raise HTTPException(422, str(err)) from None
+
+
+def stored_question(searcher: "Searcher", external_id: str, source: str | None) -> "StoredQuestion":
+    """The stored question a request names by its id (and ``source``, where several have it);
+    404 when there is none or the id is in several sources."""
+    from retrieval.searcher import SearchError
+
+    try:
+        return searcher.question(normalize_id(external_id), () if source is None else (source,),
+                                 "?source=")
+    except SearchError as err:
+        raise HTTPException(404, str(err)) from None
+

@@ -1,0 +1,96 @@
+"""``/questions``: one stored question read, and questions added, replaced or removed through the
+index run's path and lock (``indexer.upsert``); writes need a key.
+
+No ``from __future__ import annotations``: FastAPI reads the annotations of the endpoints."""
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+from starlette.exceptions import HTTPException
+
+from app.server.api import StrictJsonRoute
+from app.server.models import Deleted, Question, WriteReport
+from app.server.parameters import DATE_FORMAT, QuestionId, WriteDateFormat, stored_question
+from app.server.settings import Limits
+from core.dates import DateOrder
+from indexer.sources import normalize_id
+from indexer.upsert import API_SOURCE
+
+if TYPE_CHECKING:
+    from app.server.api import ServedIndex
+
+WriteSource = Annotated[str, Query(description="the source the questions belong to")]
+
+
+def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str,
+           date_format: DateOrder | None) -> dict[str, Any]:
+    """Validate, embed and commit ``records`` (all or none), then serve the new state."""
+    from indexer.upsert import upsert_questions, validated_questions
+
+    if not records:
+        raise HTTPException(422, "no questions given")
+    if len(records) > limits.batch:
+        raise HTTPException(413, f"{len(records)} questions: at most {limits.batch} a request")
+    questions, warnings = validated_questions(records, date_format, DATE_FORMAT)
+    live = loaded.require()
+    with live.searching() as searcher:
+        encoder, identity = searcher.encoder, searcher.index.manifest.encoder
+    with loaded.write_lock:
+        report = upsert_questions(live.index_dir, questions, encoder, identity, source,
+                                  loaded.settings.database, limits.lock_wait_s,
+                                  commit_guard=lambda changes_text: live.exclusive() if changes_text
+                                  else nullcontext())
+        live.refresh(wait=True)
+    report.warnings = warnings
+    return report.as_json()
+
+
+def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> APIRouter:
+    """The question endpoints; ``reader`` and ``writer`` are the key checks of reads and writes
+    (FastAPI dependencies)."""
+    routes = APIRouter(route_class=StrictJsonRoute, tags=["questions"])
+
+    @routes.get("/questions/{id:path}", dependencies=[reader], response_model=Question)
+    def get_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+        """One stored question by its id in your collection."""
+        with loaded.require().searching() as searcher:
+            question = stored_question(searcher, id, source)
+            return {"id": question.external_id, "source": searcher.source_label(question.source),
+                    "subject": question.subject, "body": question.body, "metadata": question.metadata}
+
+    @routes.post("/questions", dependencies=[writer], response_model=WriteReport)
+    def post_questions(questions: Annotated[Any, Body(description="a question object (id, subject "
+                                                                   "or title, body, metadata) or an "
+                                                                   "array of them")],
+                       source: WriteSource = API_SOURCE,
+                       date_format: WriteDateFormat = None) -> dict[str, Any]:
+        """Add questions, or replace those with the same id in ``source``: all or none of them,
+        each validated as `askalike index` validates a row of a JSON Lines file."""
+        records = questions if isinstance(questions, list) else [questions]
+        return _write(loaded, limits, records, source, date_format)
+
+    @routes.put("/questions/{id:path}", dependencies=[writer], response_model=WriteReport)
+    def put_question(id: QuestionId, question: Annotated[dict[str, Any], Body()],
+                     source: WriteSource = API_SOURCE, date_format: WriteDateFormat = None
+                     ) -> dict[str, Any]:
+        """Add or replace the question ``id`` of ``source``."""
+        if "id" in question and normalize_id(question["id"]) != normalize_id(id):
+            raise HTTPException(422, f"the body's id {question['id']!r} is not the path's {id!r}")
+        return _write(loaded, limits, [{**question, "id": id}], source, date_format)
+
+    @routes.delete("/questions/{id:path}", dependencies=[writer], response_model=Deleted)
+    def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
+        """Remove one question (from ``source`` only, when several sources use the id)."""
+        from indexer.upsert import delete_question
+
+        live = loaded.require()
+        with live.searching() as searcher:
+            external_id = stored_question(searcher, id, source).external_id
+        with loaded.write_lock:
+            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                      limits.lock_wait_s)
+            live.refresh(wait=True)
+        return {"deleted": deleted}
+
+    return routes
