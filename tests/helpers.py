@@ -262,3 +262,9 @@ def saved_model(directory: Path, kind: str) -> Path:
     torch.manual_seed(0)
     save_model(TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind])), directory)
     return directory
+
+
+def documented_schema(title: str) -> dict:
+    """The JSON Schema titled ``title`` in docs/cli.md."""
+    blocks = re.findall(r"```json\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(), re.DOTALL)
+    return next(schema for schema in map(json.loads, blocks) if schema["title"] == title)

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import typer
-from helpers import ROOT, runner
+from helpers import documented_schema, runner
 
 from app.cli import app
 from retrieval.cqa_runs import read_cqa_run
@@ -149,12 +149,6 @@ def test_help_reads_cleanly(path):
     assert "<bool>" not in result.output
     assert not re.search(r"\S \.(?=\s)", result.output), result.output  # what "[default: x]" markup left
     assert "--no-json" not in result.output
-
-
-def documented_schema(title: str) -> dict:
-    """The JSON Schema titled ``title`` in docs/cli.md."""
-    blocks = re.findall(r"```json\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(), re.DOTALL)
-    return next(schema for schema in map(json.loads, blocks) if schema["title"] == title)
 
 
 JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict,

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from helpers import collection, index, write_jsonl
+from helpers import collection, documented_schema, index, write_jsonl
 from serving import KEY, WRITE, WRONG, serving
 
 from app.serve_command import UVICORN_OPTIONS
@@ -155,6 +155,30 @@ def test_page_and_openapi_docs(reader):
     endpoints = {"/search", "/questions", "/questions/{id}", "/duplicates", "/health", "/ready", "/info"}
     assert endpoints <= set(paths)
     assert reader.get("/docs").status_code == 200
+
+
+def test_openapi_documents_each_answer_as_docs_cli_md_does(reader):
+    spec = reader.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+
+    def named(reference: dict) -> dict:
+        return schemas[reference["$ref"].rsplit("/", 1)[1]]
+
+    def answer(path: str, method: str) -> dict:
+        return named(spec["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"])
+
+    search = answer("/search", "get")
+    hit = named(search["properties"]["results"]["items"])
+    batch = answer("/search", "post")
+    assert named(batch["properties"]["searches"]["items"]) == search == answer("/duplicates", "get")
+    for schema, title in ((search, "search --json line"), (hit, "search hit"),
+                          (answer("/questions/{id}", "get"), "serve question"),
+                          (answer("/questions", "post"), "serve write report"),
+                          (answer("/questions/{id}", "put"), "serve write report"),
+                          (answer("/verdicts", "post"), "serve verdict")):
+        documented = documented_schema(title)
+        assert set(schema["properties"]) == set(documented["properties"]), title
+        assert set(schema.get("required", ())) == set(documented["required"]), title
 
 
 def test_a_question_posted_is_found_by_the_next_search(client):
