@@ -40,8 +40,9 @@ from indexer.manifest import (
     load_lexical,
     read_manifest,
 )
+from indexer.migrations import FIRST_SCHEMA
 from indexer.sources import chunked, content_hash
-from indexer.store import SCHEMA_VERSION, DamagedVector, Store, Verdict
+from indexer.store import DamagedVector, Store, Verdict
 from indexer.sync import sync_vector_index
 from indexer.tuning import resolve_index_type
 from indexer.vector_index import HeldVectors, index_ids
@@ -226,7 +227,7 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
         report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
                                f"database is at {store.generation()} (an index run was "
                                "interrupted)")
-    if store.schema_version != SCHEMA_VERSION:
+    if store.schema_version == FIRST_SCHEMA:
         report.problems.append(f"the database is of schema version {store.schema_version}, without "
                                "vector checksums and with dates as text: upgrade it")
     damaged = store.damaged_vectors((recorded or manifest.encoder).dim)
