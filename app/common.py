@@ -3,7 +3,7 @@ figure printing. Commands live in one module per area and register themselves he
 
 Start-up stays light: command modules import only typer, rich and the light modules of the
 library (``core.errors``, ``core.data_dir``, ``core.model_dir``, ``indexer.choices``,
-``indexer.tuning``) at the top; each command imports the machinery it uses in its body.
+``indexer.index_type_choice``) at the top; each command imports the machinery it uses in its body.
 """
 
 from __future__ import annotations

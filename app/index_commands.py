@@ -30,8 +30,8 @@ from app.devices import DeviceOption, embedding_encoder
 from app.safe_text import printable
 from core.devices import Device, DeviceError
 from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, Engine, OnError
+from indexer.index_type_choice import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 from indexer.index_types import INDEX_TYPES
-from indexer.tuning import AUTO_FLAT_MAX, AUTO_HNSW_MAX
 
 IndexType = typer.Option(
     "--index-type", help=f"FAISS index: {AUTO_INDEX_TYPE} (by the number of questions: flat up to "

@@ -10,7 +10,7 @@ queries). askalike builds each type as bench.scale does (``index_sources`` in a 
 The sentence-transformers peer encodes with all-MiniLM-L6-v2 (``SentenceTransformer.encode`` at
 its default batch size, normalised) and adds the vectors to ``IndexFlatIP`` and to
 ``IndexHNSWFlat`` with askalike's HNSW parameters (links, efConstruction, efSearch for the size:
-``indexer.tuning``), in one fresh process (one peak RSS for both). txtai (in its own virtual
+``indexer.index_type_choice``), in one fresh process (one peak RSS for both). txtai (in its own virtual
 environment, ``--peer-python``; bench/txtai_peer.py) builds each type in its faiss backend with
 the same FAISS structure; it has no setting for HNSW's efConstruction or efSearch.
 

@@ -40,7 +40,7 @@ from bench.common import (
     run_child,
     write_section,
 )
-from indexer.tuning import auto_index_type
+from indexer.index_type_choice import auto_index_type
 
 QUERIES = 1000
 K = 10

@@ -45,6 +45,7 @@ from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
 from indexer.directory import recorded_model, resolve_database, resolved_index_type
 from indexer.embedding import Embedder, InProcessEmbedder
+from indexer.index_type_choice import require_index_type, resolve_index_type
 from indexer.index_types import IndexBuildError
 from indexer.layout import (
     MANIFEST_FILE,
@@ -62,7 +63,6 @@ from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file
 from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
 from indexer.store import DATE_ORDER_SETTING, Store, source_named
 from indexer.sync import sync_vector_index
-from indexer.tuning import require_index_type, resolve_index_type
 
 READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
 PRUNE_CONFIRM_SHARE = 0.5  # a --prune that removes more of the index asks first

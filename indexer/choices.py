@@ -9,7 +9,7 @@ from pathlib import Path
 DEFAULT_INDEX_DIR = Path("askalike-index")  # in the working directory, unless $ASKALIKE_INDEX says
 INDEX_ENV_VAR = "ASKALIKE_INDEX"
 DATABASE_ENV_VAR = "ASKALIKE_DB"
-AUTO_INDEX_TYPE = "auto"  # pick an index type by the collection's size (indexer.tuning)
+AUTO_INDEX_TYPE = "auto"  # pick an index type by the collection's size (indexer.index_type_choice)
 
 
 class Engine(StrEnum):

@@ -21,12 +21,13 @@ from core.model_dir import EncoderIdentity, pretrained_name, weights_fingerprint
 from core.text import join_subject_body
 from indexer.choices import DATABASE_ENV_VAR
 from indexer.database import StoreError, absolute_sqlite_url, masked_url
+from indexer.index_type_choice import resolve_index_type
 from indexer.layout import (
     MANIFEST_FILE,
     REPAIR_HINT,
     SQLITE_FILE,
     IndexDirectoryError,
-    database_from_manifest,
+    database_url_of_entry,
     default_database_url,
     holds_index,
     index_id,
@@ -40,10 +41,10 @@ from indexer.manifest import (
     load_lexical,
     read_manifest,
 )
+from indexer.migrations import FIRST_SCHEMA
 from indexer.sources import chunked, content_hash
-from indexer.store import SCHEMA_VERSION, DamagedVector, Store, Verdict
+from indexer.store import DamagedVector, Store, Verdict
 from indexer.sync import sync_vector_index
-from indexer.tuning import resolve_index_type
 from indexer.vector_index import HeldVectors, index_ids
 
 
@@ -65,7 +66,7 @@ def resolve_database(index_dir: Path, explicit: str | None) -> str:
     if explicit:
         return absolute_sqlite_url(explicit)
     manifest = read_manifest(index_dir)
-    return database_from_manifest(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
+    return database_url_of_entry(index_dir, manifest.database if manifest else None, DATABASE_ENV_VAR)
 
 
 def resolved_index_type(store: Store, requested: str | None, manifest: Manifest | None,
@@ -226,7 +227,7 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
         report.problems.append(f"the FAISS file is of generation {manifest.generation}, the "
                                f"database is at {store.generation()} (an index run was "
                                "interrupted)")
-    if store.schema_version != SCHEMA_VERSION:
+    if store.schema_version == FIRST_SCHEMA:
         report.problems.append(f"the database is of schema version {store.schema_version}, without "
                                "vector checksums and with dates as text: upgrade it")
     damaged = store.damaged_vectors((recorded or manifest.encoder).dim)

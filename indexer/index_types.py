@@ -4,7 +4,7 @@ factory string and build-time settings, the recorded settings a search may overr
 search raises them for k and a filter.
 
 To add a type: a subclass here, listed in ``INDEX_TYPES``; ``auto``'s choice by size is
-``indexer.tuning``'s. Light (no FAISS, no numpy at import): the CLI reads it at start-up; the
+``indexer.index_type_choice``'s. Light (no FAISS, no numpy at import): the CLI reads it at start-up; the
 FAISS calls of ``prepare`` import FAISS when a build runs. The figures behind the parameters are
 in docs/benchmarks.md ("Search latency and recall", and "Scale" by bench/scale.py).
 """

@@ -65,10 +65,10 @@ def default_database_url(index_dir: Path) -> str:
     return f"sqlite:///{(index_dir / SQLITE_FILE).resolve()}"
 
 
-def database_for_manifest(index_dir: Path, url: str, masked: str) -> str:
-    """How the manifest names the database at ``url`` (``masked``: the URL with its password
-    hidden): OWN_DATABASE for the directory's own SQLite file, so that the directory can be moved
-    or copied, else the masked URL."""
+def database_entry(index_dir: Path, url: str, masked: str) -> str:
+    """The manifest's ``database`` entry for the database at ``url`` (``masked``: the URL with its
+    password hidden): OWN_DATABASE for the directory's own SQLite file, so that the directory can
+    be moved or copied, else the masked URL."""
     return OWN_DATABASE if url == default_database_url(index_dir) else masked
 
 
@@ -84,9 +84,10 @@ def _names_own_database(recorded: str, index_dir: Path) -> bool:
             and (index_dir / SQLITE_FILE).is_file())
 
 
-def database_from_manifest(index_dir: Path, recorded: str | None, env_var: str) -> str:
-    """The database URL a manifest's ``database`` means (None: no manifest yet, so the
-    directory's own); one recorded with its password hidden must be given again (``env_var``)."""
+def database_url_of_entry(index_dir: Path, recorded: str | None, env_var: str) -> str:
+    """The database URL a manifest's ``database`` entry means, ``database_entry`` the other way
+    (None: no manifest yet, so the directory's own); one recorded with its password hidden must
+    be given again (``env_var``)."""
     if recorded is None or _names_own_database(recorded, index_dir):
         return default_database_url(index_dir)
     if "***" in recorded:

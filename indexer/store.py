@@ -13,10 +13,9 @@ not see, are reported (``DamagedVectorsError``) and never indexed or scored. The
 that searches filter on are columns of their own, parsed and normalised when a question is
 written, so that a filter compares dates and names rather than text.
 
-Schema 2 (this one) added those columns to schema 1; a schema-1 database is upgraded when it is
-opened for writing (dates parsed and checksums computed from what is stored, a vector that is
-already damaged left without one, so that ``check`` reports it), and read as it is otherwise, with
-searches that filter on dates or categories refused until then.
+The tables are ``indexer.tables``'; opening a database for writing brings it to this askalike's
+schema (``indexer.migrations``). A schema-1 database (before those columns) is read as it is
+otherwise, with searches that filter on dates or categories refused until it is upgraded.
 """
 
 from __future__ import annotations
@@ -31,22 +30,8 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Boolean,
-    Column,
     Connection,
-    DateTime,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
     Select,
-    String,
-    Table,
-    Text,
-    TypeDecorator,
-    UniqueConstraint,
     bindparam,
     delete,
     func,
@@ -58,107 +43,22 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DatabaseError
-from sqlalchemy.types import TypeEngine
 
-from core.dates import DateValueError
 from core.model_dir import EncoderIdentity, require_same_encoder
 from core.text import join_subject_body
 from indexer.database import Database, StoreError, database_reason, masked_url
-from indexer.sources import (
-    CATEGORY_KEY,
-    DATE_KEY,
-    EXTERNAL_ID_CHARS,
-    SOURCE_CHARS,
-    SourceQuestion,
-    category_key,
-    content_hash,
-    date_of,
-)
+from indexer.migrations import FIRST_SCHEMA, migrate, recorded_version, require_known
+from indexer.sources import SourceQuestion, category_key, content_hash
+from indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
+from indexer.vector_checks import norm_problems, vector_problems
 
-SCHEMA_VERSION = "2"
-_FIRST_SCHEMA = "1"  # without dates, categories and checksums as columns: upgraded when written
-NORM_TOLERANCE = 1e-3  # a stored vector's norm is 1 within this, else it is damaged
 REPAIR = "run `askalike check --repair` to embed them again"
-_ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
 DATE_ORDER_SETTING = "date_order"  # how the index's dates were read (--date-format)
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
-
-class _Json(TypeDecorator[Any]):
-    """JSON, stored as JSONB on PostgreSQL. A variant (``JSON().with_variant(JSONB, ...)``) would
-    import the PostgreSQL dialect, all its drivers' modules with it, into every search."""
-
-    impl = JSON
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name != "postgresql":
-            return self.impl_instance
-        from sqlalchemy.dialects.postgresql import JSONB  # already imported by the engine's dialect
-
-        return JSONB()
-
-
-_SCHEMA = MetaData()
-
-_QUESTIONS = Table(
-    "questions", _SCHEMA,
-    Column("id", _ID, primary_key=True),  # also the question's FAISS id
-    Column("source", String(SOURCE_CHARS), nullable=False, index=True),
-    Column("external_id", String(EXTERNAL_ID_CHARS), nullable=False),
-    Column("subject", Text, nullable=False),
-    Column("body", Text, nullable=False),
-    Column("metadata", _Json(), nullable=False),
-    Column("content_hash", String(64), nullable=False),
-    Column("vector", LargeBinary, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    # schema 2: metadata["date"] parsed, in UTC (None: none, or not a date); metadata["category"]
-    # as compared (``category_key``); the CRC-32 of the vector's bytes (None: never verified)
-    Column("dated", DateTime(timezone=True), nullable=True),
-    Column("category_key", Text, nullable=True),
-    Column("vector_crc32", BigInteger, nullable=True),
-    UniqueConstraint("source", "external_id", name="uq_questions_source_id"),
-)
-_SCHEMA_2_COLUMNS = ("dated", "category_key", "vector_crc32")
-_SCHEMA_2_INDEXES = (Index("ix_questions_dated", _QUESTIONS.c.dated),)
-
-# key-value bookkeeping: schema version, the encoder, the vector generation, the owning index
-_SETTINGS = Table(
-    "index_settings", _SCHEMA,
-    Column("key", String(64), primary_key=True),
-    Column("value", Text, nullable=False),
-)
-
-# a person's verdicts on two stored questions (the search page's "same question", "different"):
-# each question by its source and id and the text judged (its subject and body then), so that a
-# question edited or deleted since keeps the verdict it had. A table that schema 2 gained: made
-# with the others wherever the store is opened for writing; every verdict kept, the latest of a
-# pair counts
-_VERDICTS = Table(
-    "verdicts", _SCHEMA,
-    Column("id", _ID, primary_key=True),
-    Column("first_source", String(SOURCE_CHARS), nullable=False),
-    Column("first_id", String(EXTERNAL_ID_CHARS), nullable=False),
-    Column("first_text", Text, nullable=False),
-    Column("second_source", String(SOURCE_CHARS), nullable=False),
-    Column("second_id", String(EXTERNAL_ID_CHARS), nullable=False),
-    Column("second_text", Text, nullable=False),
-    Column("same", Boolean, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False),
-)
-
-# questions deleted with --exclude: later index runs of their source leave them out
-_EXCLUDED = Table(
-    "excluded_questions", _SCHEMA,
-    Column("source", String(SOURCE_CHARS), primary_key=True),
-    Column("external_id", String(EXTERNAL_ID_CHARS), primary_key=True),
-)
-
 # an executemany update of whole rows: each parameter set names its row as "row_id"
-_UPDATE_BY_ID = update(_QUESTIONS).where(_QUESTIONS.c.id == bindparam("row_id"))
+_UPDATE_BY_ID = update(QUESTIONS).where(QUESTIONS.c.id == bindparam("row_id"))
 
 
 @dataclass(frozen=True)
@@ -249,8 +149,8 @@ class DamagedVectorsError(StoreError):
                          f"none of them is used: {REPAIR}")
 
 
-_QUESTION_COLUMNS = (_QUESTIONS.c.id, _QUESTIONS.c.source, _QUESTIONS.c.external_id, _QUESTIONS.c.subject,
-                     _QUESTIONS.c.body, _QUESTIONS.c.metadata, _QUESTIONS.c.content_hash)
+_QUESTION_COLUMNS = (QUESTIONS.c.id, QUESTIONS.c.source, QUESTIONS.c.external_id, QUESTIONS.c.subject,
+                     QUESTIONS.c.body, QUESTIONS.c.metadata, QUESTIONS.c.content_hash)
 
 
 def _batches(values: Sequence[Any]) -> Iterator[list[Any]]:
@@ -278,74 +178,22 @@ def _stored(row: Any) -> StoredQuestion:
     return StoredQuestion(*row[:-2], _in_utc(row.dated), row.category_key)
 
 
-def _norm_problems(blobs: Sequence[bytes], dim: int) -> list[str | None]:
-    """Per vector of the right length, whether it is finite and of unit norm."""
-    problems: list[str | None] = [None] * len(blobs)
-    if not blobs:
-        return problems
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
-    for i in np.flatnonzero(~(np.abs(norms - 1.0) <= NORM_TOLERANCE)):  # NaN fails the test too
-        finite = np.isfinite(norms[i])
-        problems[i] = f"norm {norms[i]:.3g}, not 1" if finite else "not finite (NaN or infinite values)"
-    return problems
-
-
-def vector_problems(blobs: Sequence[bytes], checksums: Sequence[int | None] | None,
-                    dim: int) -> list[str | None]:
-    """What is wrong with each stored vector (None: sound): its length, its checksum (``checksums``
-    None: a schema-1 database, which has none) and its norm."""
-    problems: list[str | None] = [None] * len(blobs)
-    sized: list[int] = []
-    for i, blob in enumerate(blobs):
-        if len(blob) != 4 * dim:
-            problems[i] = f"{len(blob)} bytes, a {dim}-dimensional vector has {4 * dim}"
-        elif checksums is not None and checksums[i] is None:
-            problems[i] = "no checksum: it was already damaged when the database was upgraded"
-        elif checksums is not None and zlib.crc32(blob) != checksums[i]:
-            problems[i] = "its bytes do not match their checksum"
-        else:
-            sized.append(i)
-    for i, problem in zip(sized, _norm_problems([blobs[i] for i in sized], dim), strict=True):
-        problems[i] = problem
-    return problems
-
-
 def _vector_columns(vectors: np.ndarray, names: Sequence[str]) -> list[dict[str, Any]]:
     """The stored form (bytes and checksum) of vectors an encoder just gave; a StoreError naming
     the question (``names``) of one that is not finite and of unit norm: nothing is stored."""
     blobs = [vector.astype("<f4").tobytes() for vector in vectors]
-    for name, problem in zip(names, _norm_problems(blobs, vectors.shape[1]), strict=True):
+    for name, problem in zip(names, norm_problems(blobs, vectors.shape[1]), strict=True):
         if problem is not None:
             raise StoreError(f"the model gave question {name} a vector of {problem}; nothing of its "
                              "chunk was stored (earlier chunks are kept)")
     return [{"vector": blob, "vector_crc32": zlib.crc32(blob)} for blob in blobs]
 
 
-def _filter_columns(category: Any, dated: datetime | None) -> dict[str, Any]:
-    """The columns filters compare; the date in UTC (SQLite would keep its local time, not its zone)."""
-    return {"dated": dated.astimezone(UTC) if dated is not None else None,
-            "category_key": category_key(category)}
-
-
 def _fields(question: SourceQuestion) -> dict[str, Any]:
     """A question's stored columns but its row id, source, hash and vector (its external id
     too: a stored id made from text the former way takes the new one)."""
     return {"external_id": question.external_id, "subject": question.subject, "body": question.body,
-            "metadata": question.metadata, **_filter_columns(question.category, question.dated)}
-
-
-def _upgraded(row: Any, dim: int | None) -> dict[str, Any]:
-    """Schema 2's columns of a schema-1 row (id, metadata, vector): its date (None for one that
-    is not a date or is ambiguous, until an index run reads its source with --date-format), its
-    category, and its vector's checksum (None for a vector that fails verification)."""
-    try:
-        moment = date_of(row.metadata.get(DATE_KEY), None)
-    except DateValueError:
-        moment = None
-    sound = dim is not None and vector_problems([row.vector], None, dim)[0] is None
-    return {"row_id": row.id, **_filter_columns(row.metadata.get(CATEGORY_KEY), moment),
-            "vector_crc32": zlib.crc32(row.vector) if sound else None}
+            "metadata": question.metadata, **filter_columns(question.category, question.dated)}
 
 
 def _require_encoder(recorded: EncoderIdentity, identity: EncoderIdentity) -> None:
@@ -355,7 +203,7 @@ def _require_encoder(recorded: EncoderIdentity, identity: EncoderIdentity) -> No
 
 def _metadata_text(key: str) -> Any:
     """The metadata field ``key`` of a question as text, in SQL (NULL where it has none)."""
-    return _QUESTIONS.c.metadata[key].as_string()
+    return QUESTIONS.c.metadata[key].as_string()
 
 
 class Store(Database):
@@ -365,7 +213,7 @@ class Store(Database):
     def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
         super().__init__(url, busy_timeout_s, read_only)
         try:
-            self.schema_version = self._require_schema() if read_only else self._create_schema()
+            self.schema_version = self._require_schema() if read_only else migrate(self)
         except DatabaseError as err:
             self.engine.dispose()
             raise StoreError(f"cannot open the database {masked_url(url)}: {database_reason(err)}") from None
@@ -373,72 +221,25 @@ class Store(Database):
             self.engine.dispose()
             raise
 
-    def _create_schema(self) -> str:
-        """Create the tables, or upgrade a schema-1 database; the schema version."""
-        _SCHEMA.create_all(self.engine)
-        with self.transaction() as connection:
-            version = self._setting(connection, "schema_version")
-            if version is None:
-                self._add_setting(connection, "schema_version", SCHEMA_VERSION)
-                return SCHEMA_VERSION
-            self._require_known(version)
-        if version == _FIRST_SCHEMA:
-            self._upgrade_from_first_schema()
-        return SCHEMA_VERSION
-
     def _require_schema(self) -> str:
-        version = None
-        if inspect(self.engine).has_table(_SETTINGS.name):
-            with self.engine.connect() as connection:
-                version = self._setting(connection, "schema_version")
+        """The schema version of a database read as it is (one of this askalike's versions)."""
+        with self.reading() as connection:
+            version = recorded_version(connection)
         if version is None:
             raise StoreError(f"{masked_url(self.url)}: not an askalike database (no askalike "
                              "tables); build the index with `askalike index`")
-        self._require_known(version)
+        require_known(version, self.url)
         return version
-
-    def _require_known(self, version: str) -> None:
-        if version not in (_FIRST_SCHEMA, SCHEMA_VERSION):
-            raise StoreError(f"{masked_url(self.url)}: schema version {version}, this askalike "
-                             f"reads {_FIRST_SCHEMA} and {SCHEMA_VERSION}")
-
-    def _upgrade_from_first_schema(self, chunk: int = 2000) -> None:
-        """Add schema 2's columns and indexes to a schema-1 database and fill them from what is
-        stored. Each step may be repeated, and the version is written last: an upgrade that was
-        interrupted is done again whole. A vector that fails verification gets no checksum."""
-        with self.transaction() as connection:
-            present = {column["name"] for column in inspect(connection).get_columns(_QUESTIONS.name)}
-            for name in _SCHEMA_2_COLUMNS:
-                if name not in present:
-                    column = _QUESTIONS.c[name]
-                    kind = column.type.compile(dialect=connection.dialect)
-                    connection.exec_driver_sql(f"ALTER TABLE {_QUESTIONS.name} ADD COLUMN {name} {kind}")
-            for index in _SCHEMA_2_INDEXES:
-                index.create(connection, checkfirst=True)
-        encoder = self.encoder()
-        last = -1
-        while True:
-            with self.transaction() as connection:
-                rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.metadata, _QUESTIONS.c.vector)
-                                          .where(_QUESTIONS.c.id > last).order_by(_QUESTIONS.c.id)
-                                          .limit(chunk)).all()
-                if not rows:
-                    connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "schema_version")
-                                       .values(value=SCHEMA_VERSION))
-                    return
-                connection.execute(_UPDATE_BY_ID, [_upgraded(row, encoder.dim if encoder else None)
-                                                   for row in rows])
-            last = rows[-1].id
 
     # ------------------------------------------------------------------ settings
 
     def _setting(self, connection: Connection, key: str, for_update: bool = False) -> str | None:
         """A setting's value; ``for_update`` locks its row until the transaction ends."""
-        query = select(_SETTINGS.c.value).where(_SETTINGS.c.key == key)
+        query = select(SETTINGS.c.value).where(SETTINGS.c.key == key)
         return connection.scalar(query.with_for_update() if for_update else query)
 
     def _add_setting(self, connection: Connection, key: str, value: str) -> None:
-        connection.execute(insert(_SETTINGS).values(key=key, value=value))
+        connection.execute(insert(SETTINGS).values(key=key, value=value))
 
     def encoder(self) -> EncoderIdentity | None:
         with self.reading() as connection:
@@ -456,7 +257,7 @@ class Store(Database):
                 return None
             recorded = EncoderIdentity(**json.loads(value))
             if recorded.same_weights(identity) and recorded.model != identity.model:
-                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "encoder")
+                connection.execute(update(SETTINGS).where(SETTINGS.c.key == "encoder")
                                    .values(value=json.dumps(identity.__dict__)))
                 return recorded.model
         _require_encoder(recorded, identity)
@@ -482,7 +283,7 @@ class Store(Database):
             if self._setting(connection, "index_type", for_update=True) is None:
                 self._add_setting(connection, "index_type", index_type)
             else:
-                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "index_type")
+                connection.execute(update(SETTINGS).where(SETTINGS.c.key == "index_type")
                                    .values(value=index_type))
 
     def claim(self, index_id: str) -> None:
@@ -517,30 +318,30 @@ class Store(Database):
         if value is None:
             self._add_setting(connection, "generation", "1")
         else:
-            connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == "generation")
+            connection.execute(update(SETTINGS).where(SETTINGS.c.key == "generation")
                                .values(value=str(int(value) + 1)))
 
     # ------------------------------------------------------------------ questions
 
     def count(self) -> int:
         with self.reading() as connection:
-            return connection.scalar(select(func.count()).select_from(_QUESTIONS)) or 0
+            return connection.scalar(select(func.count()).select_from(QUESTIONS)) or 0
 
     def counts_by_source(self) -> dict[str, int]:
         with self.reading() as connection:
-            rows = connection.execute(select(_QUESTIONS.c.source, func.count())
-                                      .group_by(_QUESTIONS.c.source).order_by(_QUESTIONS.c.source))
+            rows = connection.execute(select(QUESTIONS.c.source, func.count())
+                                      .group_by(QUESTIONS.c.source).order_by(QUESTIONS.c.source))
             return {source: count for source, count in rows}
 
     def category_counts(self) -> dict[str, int]:
         """Questions per category (what a filter offers), each category spelt as the first
         question in it spells it; a StoreError on a database of schema 1 (not yet upgraded)."""
-        self._require_filter_columns()
+        self._requirefilter_columns()
         with self.reading() as connection:
-            key = _QUESTIONS.c.category_key
-            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count(), key)
-                                      .where(_QUESTIONS.c.category_key.is_not(None))
-                                      .group_by(_QUESTIONS.c.category_key)).all()
+            key = QUESTIONS.c.category_key
+            rows = connection.execute(select(func.min(QUESTIONS.c.id), func.count(), key)
+                                      .where(QUESTIONS.c.category_key.is_not(None))
+                                      .group_by(QUESTIONS.c.category_key)).all()
         first = self.fetch([row[0] for row in rows])
 
         def spelt(row_id: int, key: str) -> str:  # the metadata value the key was made from
@@ -551,17 +352,17 @@ class Store(Database):
 
     def dated_count(self) -> int:
         """How many questions have a date (what date filters can pass)."""
-        self._require_filter_columns()
+        self._requirefilter_columns()
         with self.reading() as connection:
-            return connection.scalar(select(func.count()).select_from(_QUESTIONS)
-                                     .where(_QUESTIONS.c.dated.is_not(None))) or 0
+            return connection.scalar(select(func.count()).select_from(QUESTIONS)
+                                     .where(QUESTIONS.c.dated.is_not(None))) or 0
 
     def metadata_values(self, key: str, limit: int = 20) -> dict[str, int]:
         """Questions per value of the metadata field ``key`` (trimmed, as ``--where`` compares
         them, spelt as the first question with it spells it), the ``limit`` commonest."""
         value = _metadata_text(key)
         with self.reading() as connection:
-            rows = connection.execute(select(func.min(_QUESTIONS.c.id), func.count())
+            rows = connection.execute(select(func.min(QUESTIONS.c.id), func.count())
                                       .where(value.is_not(None)).group_by(func.lower(func.trim(value)))
                                       .order_by(func.count().desc()).limit(limit)).all()
         first = self.fetch([row[0] for row in rows])
@@ -587,19 +388,19 @@ class Store(Database):
             if self._setting(connection, key, for_update=True) is None:
                 self._add_setting(connection, key, value)
             else:
-                connection.execute(update(_SETTINGS).where(_SETTINGS.c.key == key).values(value=value))
+                connection.execute(update(SETTINGS).where(SETTINGS.c.key == key).values(value=value))
 
     def _whole_questions(self) -> Select[Any]:
         """The select of StoredQuestion's columns (``_stored`` reads its rows): the date and
         category key null in schema 1."""
-        first = self.schema_version == _FIRST_SCHEMA
-        return select(*_QUESTION_COLUMNS, null().label("dated") if first else _QUESTIONS.c.dated,
-                      null().label("category_key") if first else _QUESTIONS.c.category_key)
+        first = self.schema_version == FIRST_SCHEMA
+        return select(*_QUESTION_COLUMNS, null().label("dated") if first else QUESTIONS.c.dated,
+                      null().label("category_key") if first else QUESTIONS.c.category_key)
 
     def questions_of(self, source: str) -> dict[str, StoredQuestion]:
         """The stored questions of one source by external id."""
         with self.reading() as connection:
-            rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.source == source))
+            rows = connection.execute(self._whole_questions().where(QUESTIONS.c.source == source))
             return {row.external_id: _stored(row) for row in rows}
 
     def fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
@@ -607,7 +408,7 @@ class Store(Database):
         found: dict[int, StoredQuestion] = {}
         with self.reading() as connection:
             for part in _batches(ids):
-                rows = connection.execute(self._whole_questions().where(_QUESTIONS.c.id.in_(part)))
+                rows = connection.execute(self._whole_questions().where(QUESTIONS.c.id.in_(part)))
                 found.update((row.id, _stored(row)) for row in rows)
         return found
 
@@ -617,7 +418,7 @@ class Store(Database):
         live: set[int] = set()
         with self.reading() as connection:
             for part in _batches(ids):
-                live.update(connection.execute(select(_QUESTIONS.c.id).where(_QUESTIONS.c.id.in_(part)))
+                live.update(connection.execute(select(QUESTIONS.c.id).where(QUESTIONS.c.id.in_(part)))
                             .scalars().all())
         return live
 
@@ -631,28 +432,28 @@ class Store(Database):
         an empty one restricts nothing. Values are bound parameters, never SQL."""
         condition = true()
         if sources:
-            condition &= or_(*(or_(_QUESTIONS.c.source == name,
-                                   _QUESTIONS.c.source.endswith("/" + name, autoescape=True))
+            condition &= or_(*(or_(QUESTIONS.c.source == name,
+                                   QUESTIONS.c.source.endswith("/" + name, autoescape=True))
                                for name in sources))
         if categories or dated_from or dated_before:
-            self._require_filter_columns()
+            self._requirefilter_columns()
         if categories:
-            condition &= _QUESTIONS.c.category_key.in_([category_key(name) for name in categories])
+            condition &= QUESTIONS.c.category_key.in_([category_key(name) for name in categories])
         if dated_from:
-            condition &= _QUESTIONS.c.dated >= dated_from.astimezone(UTC)
+            condition &= QUESTIONS.c.dated >= dated_from.astimezone(UTC)
         if dated_before:
-            condition &= _QUESTIONS.c.dated < dated_before.astimezone(UTC)
+            condition &= QUESTIONS.c.dated < dated_before.astimezone(UTC)
         wanted: dict[str, list[str]] = {}
         for key, value in where:
             wanted.setdefault(key, []).append(value.strip().lower())
         for key, values in wanted.items():
             condition &= func.lower(func.trim(_metadata_text(key))).in_(values)
         with self.reading() as connection:
-            return np.fromiter(connection.scalars(select(_QUESTIONS.c.id).where(condition)),
+            return np.fromiter(connection.scalars(select(QUESTIONS.c.id).where(condition)),
                                dtype=np.int64)
 
-    def _require_filter_columns(self) -> None:
-        if self.schema_version == _FIRST_SCHEMA:
+    def _requirefilter_columns(self) -> None:
+        if self.schema_version == FIRST_SCHEMA:
             raise StoreError(f"{masked_url(self.url)}: this index was built by an older askalike, "
                              "which stored dates and categories as text: filtering on them needs "
                              "an upgrade: run `askalike index` with its sources, or `askalike check "
@@ -660,22 +461,22 @@ class Store(Database):
 
     def ids(self) -> list[int]:
         with self.reading() as connection:
-            return list(connection.scalars(select(_QUESTIONS.c.id).order_by(_QUESTIONS.c.id)))
+            return list(connection.scalars(select(QUESTIONS.c.id).order_by(QUESTIONS.c.id)))
 
     def question_keys(self) -> list[tuple[int, str, str]]:
         """(row id, source, external id) of every stored question."""
         with self.reading() as connection:
-            rows = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.source,
-                                             _QUESTIONS.c.external_id))
+            rows = connection.execute(select(QUESTIONS.c.id, QUESTIONS.c.source,
+                                             QUESTIONS.c.external_id))
             return [tuple(row) for row in rows]
 
     def _vector_query(self) -> Any:
         """(id, vector, checksum) of the stored questions (the checksum null in schema 1)."""
-        checksum = null() if self.schema_version == _FIRST_SCHEMA else _QUESTIONS.c.vector_crc32
-        return select(_QUESTIONS.c.id, _QUESTIONS.c.vector, checksum)
+        checksum = null() if self.schema_version == FIRST_SCHEMA else QUESTIONS.c.vector_crc32
+        return select(QUESTIONS.c.id, QUESTIONS.c.vector, checksum)
 
     def _problems(self, rows: Sequence[Any], dim: int) -> list[str | None]:
-        checksums = None if self.schema_version == _FIRST_SCHEMA else [row[2] for row in rows]
+        checksums = None if self.schema_version == FIRST_SCHEMA else [row[2] for row in rows]
         return vector_problems([row[1] for row in rows], checksums, dim)
 
     def _damaged(self, rows: Sequence[Any], problems: Sequence[str | None]) -> list[DamagedVector]:
@@ -697,8 +498,8 @@ class Store(Database):
         order, a chunk at a time, each verified: a damaged one raises DamagedVectorsError (or,
         with ``skip_damaged``, is left out: ``check`` names those apart)."""
         with self.reading() as connection:
-            result = connection.execute(self._vector_query().where(_QUESTIONS.c.id > after_id)
-                                        .order_by(_QUESTIONS.c.id).execution_options(yield_per=chunk))
+            result = connection.execute(self._vector_query().where(QUESTIONS.c.id > after_id)
+                                        .order_by(QUESTIONS.c.id).execution_options(yield_per=chunk))
             for part in result.partitions():
                 if skip_damaged:
                     problems = self._problems(part, dim)
@@ -715,7 +516,7 @@ class Store(Database):
         found: dict[int, np.ndarray] = {}
         with self.reading() as connection:
             for part in _batches(ids):
-                rows = connection.execute(self._vector_query().where(_QUESTIONS.c.id.in_(part))).all()
+                rows = connection.execute(self._vector_query().where(QUESTIONS.c.id.in_(part))).all()
                 self._require_sound(rows, dim)
                 found.update((row[0], np.frombuffer(row[1], dtype="<f4", count=dim).astype(np.float32))
                              for row in rows)
@@ -748,8 +549,8 @@ class Store(Database):
         """(row id, embedded text: subject and body) of the stored questions with ids above
         ``after_id``, in id order, read a chunk at a time."""
         with self.reading() as connection:
-            result = connection.execute(select(_QUESTIONS.c.id, _QUESTIONS.c.subject, _QUESTIONS.c.body)
-                                        .where(_QUESTIONS.c.id > after_id).order_by(_QUESTIONS.c.id)
+            result = connection.execute(select(QUESTIONS.c.id, QUESTIONS.c.subject, QUESTIONS.c.body)
+                                        .where(QUESTIONS.c.id > after_id).order_by(QUESTIONS.c.id)
                                         .execution_options(yield_per=chunk))
             for row in result:
                 yield row[0], join_subject_body(row[1], row[2])
@@ -776,8 +577,8 @@ class Store(Database):
         with self.transaction() as connection:
             inserted: list[int] = []
             if inserts:
-                inserted = list(connection.scalars(insert(_QUESTIONS).returning(
-                    _QUESTIONS.c.id, sort_by_parameter_order=True), inserts))
+                inserted = list(connection.scalars(insert(QUESTIONS).returning(
+                    QUESTIONS.c.id, sort_by_parameter_order=True), inserts))
             if updates:
                 self._update_rows(connection, updates)
             if field_edits:
@@ -825,9 +626,9 @@ class Store(Database):
             return 0
         with self.transaction() as connection:
             for part in _batches(ids):
-                connection.execute(delete(_QUESTIONS).where(_QUESTIONS.c.id.in_(part)))
+                connection.execute(delete(QUESTIONS).where(QUESTIONS.c.id.in_(part)))
             if excluding:
-                connection.execute(insert(_EXCLUDED), [{"source": source, "external_id": external_id}
+                connection.execute(insert(EXCLUDED), [{"source": source, "external_id": external_id}
                                                        for source, external_id in excluding])
             self._bump_generation(connection)
         return len(ids)
@@ -838,29 +639,29 @@ class Store(Database):
         if old == new:
             return 0
         with self.transaction() as connection:
-            moved = connection.execute(update(_QUESTIONS).where(_QUESTIONS.c.source == old)
+            moved = connection.execute(update(QUESTIONS).where(QUESTIONS.c.source == old)
                                        .values(source=new)).rowcount
-            if inspect(connection).has_table(_EXCLUDED.name):
-                connection.execute(update(_EXCLUDED).where(_EXCLUDED.c.source == old).values(source=new))
+            if inspect(connection).has_table(EXCLUDED.name):
+                connection.execute(update(EXCLUDED).where(EXCLUDED.c.source == old).values(source=new))
         return moved
 
     def readmit(self, sources: Sequence[str]) -> int:
         """Forget the exclusions of ``sources`` (their questions are indexed again); how many."""
-        if not sources or not inspect(self.engine).has_table(_EXCLUDED.name):
+        if not sources or not inspect(self.engine).has_table(EXCLUDED.name):
             return 0
         with self.transaction() as connection:
-            return connection.execute(delete(_EXCLUDED).where(_EXCLUDED.c.source.in_(list(sources)))).rowcount
+            return connection.execute(delete(EXCLUDED).where(EXCLUDED.c.source.in_(list(sources)))).rowcount
 
     def excluded_ids(self, source: str, external_ids: Sequence[str]) -> set[str]:
         """Those of ``external_ids`` that were deleted from ``source`` with --exclude (none in a
         database from before exclusions, opened read-only)."""
-        if not inspect(self.engine).has_table(_EXCLUDED.name):
+        if not inspect(self.engine).has_table(EXCLUDED.name):
             return set()
         found: set[str] = set()
         with self.reading() as connection:
             for part in _batches(external_ids):
-                found.update(connection.scalars(select(_EXCLUDED.c.external_id).where(
-                    _EXCLUDED.c.source == source, _EXCLUDED.c.external_id.in_(part))))
+                found.update(connection.scalars(select(EXCLUDED.c.external_id).where(
+                    EXCLUDED.c.source == source, EXCLUDED.c.external_id.in_(part))))
         return found
 
     def questions_with_ids(self, source: str, external_ids: Sequence[str]) -> dict[str, StoredQuestion]:
@@ -870,7 +671,7 @@ class Store(Database):
         with self.reading() as connection:
             for part in _batches(external_ids):
                 rows = connection.execute(self._whole_questions().where(
-                    _QUESTIONS.c.source == source, _QUESTIONS.c.external_id.in_(part)))
+                    QUESTIONS.c.source == source, QUESTIONS.c.external_id.in_(part)))
                 found.update((row.external_id, _stored(row)) for row in rows)
         return found
 
@@ -882,9 +683,9 @@ class Store(Database):
             return found
         with self.reading() as connection:
             for part in _batches(external_ids):
-                rows = connection.execute(select(_QUESTIONS.c.source, _QUESTIONS.c.external_id,
-                                                 _QUESTIONS.c.content_hash).where(
-                    _QUESTIONS.c.source.in_(list(among)), _QUESTIONS.c.external_id.in_(part)))
+                rows = connection.execute(select(QUESTIONS.c.source, QUESTIONS.c.external_id,
+                                                 QUESTIONS.c.content_hash).where(
+                    QUESTIONS.c.source.in_(list(among)), QUESTIONS.c.external_id.in_(part)))
                 found += [tuple(row) for row in rows]
         return found
 
@@ -894,7 +695,7 @@ class Store(Database):
         """Record that ``first`` and ``second`` are the same question (``same``), or not."""
         verdict = Verdict(JudgedQuestion.of(first), JudgedQuestion.of(second), same, datetime.now(UTC))
         with self.transaction() as connection:
-            connection.execute(insert(_VERDICTS).values(
+            connection.execute(insert(VERDICTS).values(
                 first_source=verdict.first.source, first_id=verdict.first.external_id,
                 first_text=verdict.first.text, second_source=verdict.second.source,
                 second_id=verdict.second.external_id, second_text=verdict.second.text,
@@ -904,11 +705,11 @@ class Store(Database):
     def verdicts(self) -> list[Verdict]:
         """The latest verdict on each pair of questions (given in either order), in the order
         they were given; none where no askalike that records verdicts has written the database."""
-        if not inspect(self.engine).has_table(_VERDICTS.name):
+        if not inspect(self.engine).has_table(VERDICTS.name):
             return []
         latest: dict[frozenset[tuple[str, str]], Verdict] = {}
         with self.reading() as connection:
-            for row in connection.execute(select(_VERDICTS).order_by(_VERDICTS.c.id)):
+            for row in connection.execute(select(VERDICTS).order_by(VERDICTS.c.id)):
                 verdict = Verdict(JudgedQuestion(row.first_source, row.first_id, row.first_text),
                                   JudgedQuestion(row.second_source, row.second_id, row.second_text),
                                   row.same, _in_utc(row.recorded_at))

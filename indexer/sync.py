@@ -19,7 +19,7 @@ from core.lexical import LexicalIndex
 from core.model_dir import EncoderIdentity
 from indexer.database import masked_url
 from indexer.index_types import named_index_type
-from indexer.layout import IndexDirectoryError, database_for_manifest, faiss_file_name, lexical_file_name
+from indexer.layout import IndexDirectoryError, database_entry, faiss_file_name, lexical_file_name
 from indexer.manifest import Manifest, load_faiss, load_lexical, verified_faiss_file, write_manifest
 from indexer.store import Store
 from indexer.vector_index import (
@@ -136,7 +136,7 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     lexical_name = lexical_file_name(generation)
     with atomic_write(index_dir / lexical_name) as temporary:
         lexical.write(temporary)
-    named = database_for_manifest(index_dir, database, masked_url(database))
+    named = database_entry(index_dir, database, masked_url(database))
     manifest = Manifest(encoder=encoder, database=named,
                         index_type=index_type,
                         parameters=parameters, count=int(index.ntotal), generation=generation,

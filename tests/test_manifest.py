@@ -17,8 +17,8 @@ from indexer.layout import (
     MANIFEST_FILE,
     OWN_DATABASE,
     IndexDirectoryError,
-    database_for_manifest,
-    database_from_manifest,
+    database_entry,
+    database_url_of_entry,
     default_database_url,
     ensure_index_id,
     faiss_file_name,
@@ -80,17 +80,17 @@ def test_replacing_the_manifest_drops_the_files_it_no_longer_names(tmp_path):
 
 def test_the_database_a_manifest_names(tmp_path):
     own = default_database_url(tmp_path)
-    assert database_for_manifest(tmp_path, own, own) == OWN_DATABASE
-    assert database_from_manifest(tmp_path, OWN_DATABASE, "ENV") == own
-    assert database_from_manifest(tmp_path, None, "ENV") == own
+    assert database_entry(tmp_path, own, own) == OWN_DATABASE
+    assert database_url_of_entry(tmp_path, OWN_DATABASE, "ENV") == own
+    assert database_url_of_entry(tmp_path, None, "ENV") == own
     server = "postgresql+psycopg://bob@db/askalike"
-    assert database_for_manifest(tmp_path, server, server) == server
-    assert database_from_manifest(tmp_path, server, "ENV") == server
+    assert database_entry(tmp_path, server, server) == server
+    assert database_url_of_entry(tmp_path, server, "ENV") == server
     with pytest.raises(IndexDirectoryError, match=r"password by --db or \$ENV"):
-        database_from_manifest(tmp_path, "postgresql+psycopg://bob:***@db/askalike", "ENV")
+        database_url_of_entry(tmp_path, "postgresql+psycopg://bob:***@db/askalike", "ENV")
     # an older manifest's absolute URL of a directory since moved: this directory's own file
     (tmp_path / "askalike.sqlite3").touch()
-    assert database_from_manifest(tmp_path, "sqlite:////gone/askalike.sqlite3", "ENV") == own
+    assert database_url_of_entry(tmp_path, "sqlite:////gone/askalike.sqlite3", "ENV") == own
 
 
 def test_one_writer_holds_the_lock_and_the_id_is_made_once(tmp_path):

@@ -18,15 +18,15 @@ from core import lexical
 from core.datasets import DataError
 from core.lexical import LexicalIndex
 from core.loader import load_encoder
-from indexer import tuning
+from indexer import index_type_choice
 from indexer.build import IndexOptions, index_sources, plan_sources
 from indexer.choices import OnError
 from indexer.directory import check_index
+from indexer.index_type_choice import auto_index_type, resolve_index_type
 from indexer.index_types import INDEX_TYPES, Hnsw, IndexBuildError
 from indexer.layout import MANIFEST_FILE
 from indexer.manifest import read_manifest
 from indexer.sources import SourceFile
-from indexer.tuning import auto_index_type, resolve_index_type
 from indexer.vector_index import build_index, search_parameters, training_sample, training_size
 from retrieval.fusion import SearchMode
 from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
@@ -103,21 +103,21 @@ def test_a_source_changed_between_the_two_passes_is_refused(tmp_path):
 
 
 def test_auto_type_thresholds():
-    assert auto_index_type(tuning.AUTO_FLAT_MAX)[0] == "flat"
-    assert auto_index_type(tuning.AUTO_FLAT_MAX + 1)[0] == "hnsw"
-    assert auto_index_type(tuning.AUTO_HNSW_MAX)[0] == "hnsw"
-    assert auto_index_type(tuning.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
+    assert auto_index_type(index_type_choice.AUTO_FLAT_MAX)[0] == "flat"
+    assert auto_index_type(index_type_choice.AUTO_FLAT_MAX + 1)[0] == "hnsw"
+    assert auto_index_type(index_type_choice.AUTO_HNSW_MAX)[0] == "hnsw"
+    assert auto_index_type(index_type_choice.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
     assert resolve_index_type(None, "ivf", 10**7) == ("ivf", "the index's own type")
     assert resolve_index_type("hnsw", "flat", 10) == ("hnsw", "given by --index-type")
-    assert resolve_index_type("auto", "flat", tuning.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
+    assert resolve_index_type("auto", "flat", index_type_choice.AUTO_HNSW_MAX + 1)[0] == "ivfpq"
     with pytest.raises(IndexBuildError, match=r"unknown index type 'annoy' \(known: auto, flat"):
         resolve_index_type("annoy", None, 10)
 
 
 @pytest.fixture
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(tuning, "AUTO_FLAT_MAX", 30)
-    monkeypatch.setattr(tuning, "AUTO_HNSW_MAX", 60)
+    monkeypatch.setattr(index_type_choice, "AUTO_FLAT_MAX", 30)
+    monkeypatch.setattr(index_type_choice, "AUTO_HNSW_MAX", 60)
 
 
 def test_auto_picks_by_size_and_an_index_keeps_its_type(tmp_path, tiny_model, small_thresholds):

@@ -15,8 +15,9 @@ from sqlalchemy import text
 
 from core.model_dir import EncoderIdentity
 from indexer.database import StoreError, lock_timeout_s, masked_url
+from indexer.migrations import SCHEMA_VERSION
 from indexer.sources import SourceQuestion
-from indexer.store import SCHEMA_VERSION, DamagedVectorsError, Store
+from indexer.store import DamagedVectorsError, Store
 
 DIM = 4
 ENCODER = EncoderIdentity("models/x", "abc123", DIM)
@@ -288,9 +289,11 @@ def test_a_database_without_the_verdicts_table_has_none_and_gains_it_when_writte
         store.add_verdict(first, second, True)
         with store.engine.begin() as connection:  # as an askalike before verdicts left it
             connection.execute(text("DROP TABLE verdicts"))
+            connection.execute(text("UPDATE index_settings SET value = '2' WHERE key = 'schema_version'"))
     with Store(database_url, read_only=True) as old:
         assert old.verdicts() == []
     with Store(database_url) as store:  # opened for writing: the table is made
+        assert store.schema_version == SCHEMA_VERSION
         store.add_verdict(second, first, False)
         (verdict,) = store.verdicts()
     assert (verdict.first.external_id, verdict.first.text, verdict.same) == ("q1", "subject 1 body 1", False)
