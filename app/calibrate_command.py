@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from app.common import DataDirOption, JsonOption, ModelOption, app, exported, print_figures, user_errors
+from app.common import (
+    DataDirOption,
+    JsonOption,
+    ModelOption,
+    app,
+    print_figures,
+    user_errors,
+    with_onnx_export,
+)
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
 
@@ -42,7 +50,7 @@ def calibrate(
     from retrieval.judgement import record_judge
 
     with user_errors():
-        spec = exported(model)
+        spec = with_onnx_export(model)
         encoder = load_encoder(spec)
         try:
             if pairs is None:

@@ -209,7 +209,7 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def exported(spec: str) -> str:
+def with_onnx_export(spec: str) -> str:
     """``spec``, once the encoder that queries run from it exists: a transformer saved without
     its ONNX export, or a ``pretrained:NAME`` peer on first use, is exported now (the one step of
     a query command that needs torch, once per model). Every command that takes ``--model``

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.common import exported
+from app.common import with_onnx_export
 from core.devices import Device, gpu_possible
 from core.extras import missing_training_modules, require_training
 
@@ -45,7 +45,7 @@ def embedding_encoder(spec: str, device: Device, threads: int | None = None) -> 
     from core.loader import EXPORTED_KINDS, load_encoder
     from core.model_dir import pretrained_name, read_model_config
 
-    spec = exported(spec)
+    spec = with_onnx_export(spec)
     transformer = pretrained_name(spec) is not None or read_model_config(Path(spec))["kind"] in EXPORTED_KINDS
     gpu = gpu_device(device) if transformer or device is Device.cuda else None
     if gpu is None or not transformer:

@@ -18,13 +18,13 @@ from app.common import (
     IndexOption,
     JsonOption,
     app,
-    exported,
     message_line,
     plain,
     print_lines,
     shipped_models,
     stderr,
     user_errors,
+    with_onnx_export,
 )
 from app.devices import DeviceOption, embedding_encoder
 from app.safe_text import printable
@@ -134,9 +134,9 @@ def index(
                                            **({"date": date_column} if date_column else {}),
                                            **({"category": category_column} if category_column else {})))
     with user_errors():
-        report = (plan_sources(index_dir, sources or [], database, options, model and exported(model))
-                  if dry_run
-                  else index_sources(index_dir, sources or [], model and exported(model), database, options))
+        spec = model and with_onnx_export(model)
+        report = (plan_sources(index_dir, sources or [], database, options, spec) if dry_run
+                  else index_sources(index_dir, sources or [], spec, database, options))
     for problem in report.skipped:
         stderr.print(message_line("skipped", problem, "yellow"), highlight=False, soft_wrap=True)
     for warning in report.warnings:

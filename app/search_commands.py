@@ -22,13 +22,13 @@ from app.common import (
     ModelOption,
     ModeOption,
     app,
-    exported,
     plain,
     progress_bars,
     question_markup,
     result_row,
     result_value,
     user_errors,
+    with_onnx_export,
 )
 from app.safe_text import json_line
 from core.model_dir import DEFAULT_MODEL
@@ -39,7 +39,7 @@ from retrieval.fusion import SearchMode
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from retrieval.searcher import Searcher, SearchResult, SearchTuning
+    from retrieval.searcher import Searcher, SearchResult, SearchSettings
 
 WhereOption = Annotated[list[str] | None, typer.Option(
     "--where", metavar="KEY=VALUE", help="Only questions whose metadata column KEY is VALUE (any "
@@ -60,10 +60,10 @@ KFactorOption = Annotated[int | None, typer.Option(
     show_default="as the index was built; see index-info")]
 
 
-def _tuning(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> SearchTuning:
-    from retrieval.searcher import SearchTuning
+def _search_settings(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> SearchSettings:
+    from retrieval.searcher import SearchSettings
 
-    return SearchTuning(ef_search=ef_search, nprobe=nprobe, k_factor=k_factor)
+    return SearchSettings(ef_search=ef_search, probes=nprobe, k_factor=k_factor)
 
 
 def _queries(query: str | None) -> list[str]:
@@ -242,11 +242,11 @@ def search(
         raise typer.BadParameter("--like searches by meaning: leave out --mode", param_hint="--mode")
     columns = _fields(fields)
     queries = [] if like is not None else _queries(query)
-    tuning = _tuning(ef_search, nprobe, k_factor)
+    settings = _search_settings(ef_search, nprobe, k_factor)
     with user_errors():
         shown = Shown(k, collapse=collapse) if min_match is None else Shown(k, share(min_match), collapse)
         where_filters(where or ())  # refused before the model loads
-    with user_errors(), Searcher(index_dir, database, tuning=tuning) as searcher:
+    with user_errors(), Searcher(index_dir, database, settings=settings) as searcher:
         _require_fields(columns, searcher)
         filters = searcher.filters(source or (), category or (), since, until, date_format, where or ())
         why = searcher.why_nothing(filters) if filters else ""
@@ -332,7 +332,7 @@ def rerank(
             if path is not None:
                 require_output_file(path)
         questions = list(read_cqa_questions(input_file))
-        reranker = Reranker.for_model(exported(model), mode)
+        reranker = Reranker.for_model(with_onnx_export(model), mode)
         task = progress.add_task("reranking", total=len(questions))
         scores = reranker.scores(questions, on_progress=lambda n: progress.advance(task, n))
         predictions = predictions_from_scores(questions, scores)
@@ -367,7 +367,7 @@ def similar(
 
     with user_errors():
         require_text([first, second])
-        spec = exported(model)
+        spec = with_onnx_export(model)
         encoder, judge = load_encoder(spec), model_judge(spec)
         require_known_words(encoder, [first, second], model)
         unique = list(dict.fromkeys([first, second]))  # a text with itself: one vector, cosine 1
@@ -406,8 +406,8 @@ def tui(
     from app.tui import SearchApp  # Textual loads only for the TUI
     from retrieval.searcher import Searcher
 
-    tuning = _tuning(ef_search, nprobe, k_factor)
+    settings = _search_settings(ef_search, nprobe, k_factor)
     with user_errors():
         lowest = None if min_match is None else share(min_match)
-    SearchApp(lambda: Searcher(index_dir, database, tuning=tuning), k=k, mode=mode, min_match=lowest,
+    SearchApp(lambda: Searcher(index_dir, database, settings=settings), k=k, mode=mode, min_match=lowest,
               collapse=collapse).run()

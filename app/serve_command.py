@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from app.common import DatabaseOption, IndexOption, app, exported, plain, shipped_models, stderr, user_errors
+from app.common import (
+    DatabaseOption,
+    IndexOption,
+    app,
+    plain,
+    shipped_models,
+    stderr,
+    user_errors,
+    with_onnx_export,
+)
 from indexer.choices import DEFAULT_INDEX_DIR
 
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
@@ -56,7 +65,8 @@ def serve(
     from indexer.directory import open_index
 
     with user_errors():
-        settings = ServerSettings(str(index_dir.resolve()), database, exported(model) if model else None,
+        spec = with_onnx_export(model) if model else None
+        settings = ServerSettings(str(index_dir.resolve()), database, spec,
                                   str(api_keys.resolve()) if api_keys else None, read_needs_key,
                                   tuple(cors_origin or ()),
                                   Limits(max_body_bytes, max_query_chars, max_k, max_batch),

@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from app.common import JsonOption, app, exported, plain, print_lines, shipped_models, stderr, user_errors
+from app.common import (
+    JsonOption,
+    app,
+    plain,
+    print_lines,
+    shipped_models,
+    stderr,
+    user_errors,
+    with_onnx_export,
+)
 from app.devices import DeviceOption
 from core.devices import Device
 from core.errors import UserError
@@ -70,7 +79,7 @@ def tune(
         if (pairs is None) == (collection is None):
             raise UserError("give one of --pairs FILE (labelled pairs) or --collection FILE")
         if collection is not None:
-            record = _adapt(base, collection, out, exported(teacher or DEFAULT_MODEL),
+            record = _adapt(base, collection, out, with_onnx_export(teacher or DEFAULT_MODEL),
                             show_progress=not as_json)
         else:
             from app.summaries import tune_estimate_line
@@ -91,7 +100,7 @@ def tune(
             except KeyboardInterrupt:
                 stderr.print(plain(interrupted_line(runs)), highlight=False, soft_wrap=True)
                 raise typer.Exit(130) from None
-        exported(str(out))
+        with_onnx_export(str(out))
         if pairs is not None:
             record["same_question"] = _calibrate(base, str(out), pairs, dev)
     if as_json:

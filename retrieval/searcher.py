@@ -124,21 +124,22 @@ def where_filters(texts: Iterable[str], option: str = WHERE_OPTION) -> tuple[tup
 
 
 # each search setting: its option, and the manifest parameter it overrides
-_SETTINGS = {"ef_search": ("--ef-search", "ef_search"), "nprobe": ("--nprobe", "probes"),
+_SETTINGS = {"ef_search": ("--ef-search", "ef_search"), "probes": ("--nprobe", "probes"),
              "k_factor": ("--k-factor", "k_factor")}
 
 
 @dataclass(frozen=True)
-class SearchTuning:
+class SearchSettings:
     """Search-time settings of an approximate index; None keeps the one the build chose for the
     collection's size (recorded in the manifest, shown by ``index-info``). ``ef_search``: the
-    candidates an HNSW search keeps; ``nprobe``: the IVF lists a search reads; ``k_factor``: the
-    candidates per result that an ivfpq index re-scores on its fp16 vectors. Higher is more
-    exact and slower. They are the settings for the best 10 of all questions: a search for more,
-    or with a filter, raises ef_search and nprobe in proportion (``query_settings``)."""
+    candidates an HNSW search keeps; ``probes``: the IVF lists a search reads (``--nprobe``);
+    ``k_factor``: the candidates per result that an ivfpq index re-scores on its fp16 vectors.
+    Higher is more exact and slower. They are the settings for the best 10 of all questions: a
+    search for more, or with a filter, raises ef_search and probes in proportion
+    (``query_settings``)."""
 
     ef_search: int | None = None
-    nprobe: int | None = None
+    probes: int | None = None
     k_factor: int | None = None
 
     def applied(self, index_type: str, recorded: dict[str, Any]) -> dict[str, Any]:
@@ -245,7 +246,7 @@ class Searcher:
     off and the search runs again, checking the store, as every search does without it."""
 
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
-                 encoder: Encoder | None = None, tuning: SearchTuning | None = None,
+                 encoder: Encoder | None = None, settings: SearchSettings | None = None,
                  threads: int | None = None, remember_stored: bool = False,
                  lexical_now: bool = False) -> None:
         self.index: OpenIndex = open_index(index_dir, database, lexical=lexical_now)
@@ -255,9 +256,9 @@ class Searcher:
         try:
             spec = model or recorded_model(index_dir, identity)
             # the settings each search starts from (query_settings raises them for k and filters)
-            self.parameters = (manifest.parameters if tuning is None
-                               else tuning.applied(manifest.index_type, manifest.parameters))
-            if tuning is not None and tuning != SearchTuning():  # else load_faiss applied them
+            self.parameters = (manifest.parameters if settings is None
+                               else settings.applied(manifest.index_type, manifest.parameters))
+            if settings is not None and settings != SearchSettings():  # else load_faiss applied them
                 configure_search(self.index.faiss, self.parameters)
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),

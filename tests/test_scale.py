@@ -29,7 +29,7 @@ from indexer.manifest import read_manifest
 from indexer.sources import SourceFile
 from indexer.vector_index import build_index, search_parameters, training_sample, training_size
 from retrieval.fusion import SearchMode
-from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchTuning
+from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchSettings
 
 
 class Interrupted(Exception):
@@ -214,11 +214,11 @@ def indexes(tmp_path_factory, tiny_model) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize(("index_type", "tuning_", "message"), [
-    ("flat", SearchTuning(ef_search=10), r"--ef-search does not apply to this flat index \(it has no"),
-    ("hnsw", SearchTuning(nprobe=3), r"--nprobe does not apply to this hnsw index \(its settings: --ef-se"),
-    ("ivfpq", SearchTuning(ef_search=3), r"its settings: --nprobe, --k-factor"),
-    ("ivfpq", SearchTuning(nprobe=10_000), r"--nprobe 10000: the index has \d+ lists"),
-    ("ivfpq", SearchTuning(k_factor=0), r"--k-factor 0: must be at least 1"),
+    ("flat", SearchSettings(ef_search=10), r"--ef-search does not apply to this flat index \(it has no"),
+    ("hnsw", SearchSettings(probes=3), r"--nprobe does not apply to this hnsw index \(its settings: --ef-se"),
+    ("ivfpq", SearchSettings(ef_search=3), r"its settings: --nprobe, --k-factor"),
+    ("ivfpq", SearchSettings(probes=10_000), r"--nprobe 10000: the index has \d+ lists"),
+    ("ivfpq", SearchSettings(k_factor=0), r"--k-factor 0: must be at least 1"),
 ])
 def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_type, tuning_, message):
     with pytest.raises(SearchError, match=message):
@@ -228,9 +228,9 @@ def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_ty
 def test_search_settings_are_recorded_and_can_be_overridden(indexes):
     manifest = read_manifest(indexes["hnsw"])
     assert manifest.parameters["ef_search"] == Hnsw.ef_search(700)
-    with Searcher(indexes["hnsw"], tuning=SearchTuning(ef_search=7)) as searcher:
+    with Searcher(indexes["hnsw"], settings=SearchSettings(ef_search=7)) as searcher:
         assert faiss.downcast_index(searcher.index.faiss.index).hnsw.efSearch == 7
-    with Searcher(indexes["ivfpq"], tuning=SearchTuning(nprobe=2, k_factor=3)) as searcher:
+    with Searcher(indexes["ivfpq"], settings=SearchSettings(probes=2, k_factor=3)) as searcher:
         assert faiss.extract_index_ivf(searcher.index.faiss).nprobe == 2
         assert faiss.downcast_index(searcher.index.faiss.index).k_factor == 3
     with Searcher(indexes["ivfpq"]) as searcher:  # without settings: the recorded ones
@@ -334,7 +334,7 @@ def test_a_new_index_type_is_one_class(tmp_path, tiny_model, monkeypatch):
     report = index_sources(tmp_path / "index", [source], str(tiny_model),
                            options=IndexOptions(index_type="ivfsq8", show_progress=False))
     assert (report.index_type, report.total) == ("ivfsq8", 400)
-    with Searcher(tmp_path / "index", tuning=SearchTuning(nprobe=report.parameters["lists"])) as searcher:
+    with Searcher(tmp_path / "index", settings=SearchSettings(probes=report.parameters["lists"])) as searcher:
         assert len(searcher.search("visa fees", 5, mode=SearchMode.dense)) == 5
     stored = faiss.read_index(str(tmp_path / "index" / read_manifest(tmp_path / "index").faiss_file))
     assert faiss.extract_index_ivf(stored).nprobe == report.parameters["probes"]
