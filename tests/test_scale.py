@@ -213,16 +213,16 @@ def indexes(tmp_path_factory, tiny_model) -> dict[str, Path]:
     return built
 
 
-@pytest.mark.parametrize(("index_type", "tuning_", "message"), [
+@pytest.mark.parametrize(("index_type", "settings", "message"), [
     ("flat", SearchSettings(ef_search=10), r"--ef-search does not apply to this flat index \(it has no"),
     ("hnsw", SearchSettings(probes=3), r"--nprobe does not apply to this hnsw index \(its settings: --ef-se"),
     ("ivfpq", SearchSettings(ef_search=3), r"its settings: --nprobe, --k-factor"),
     ("ivfpq", SearchSettings(probes=10_000), r"--nprobe 10000: the index has \d+ lists"),
     ("ivfpq", SearchSettings(k_factor=0), r"--k-factor 0: must be at least 1"),
 ])
-def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_type, tuning_, message):
+def test_search_settings_that_do_not_fit_the_index_are_refused(indexes, index_type, settings, message):
     with pytest.raises(SearchError, match=message):
-        Searcher(indexes[index_type], tuning=tuning_)
+        Searcher(indexes[index_type], settings=settings)
 
 
 def test_search_settings_are_recorded_and_can_be_overridden(indexes):
