@@ -64,6 +64,7 @@ def test_quickstart_runs_as_written_elsewhere_and_prints_what_the_readme_shows(t
 
 
 def test_the_lexical_example_names_words_of_the_cqa_questions(data_dir):
-    query = re.search(r'askalike search "([^"]+)" --mode lexical', README)[1]
+    guide = (ROOT / "docs" / "search.md").read_text()
+    query = re.search(r'askalike search "([^"]+)" --mode lexical', guide)[1]
     subjects = (data_dir / "semeval-cqa" / "SemEval2016-Task3-CQA-QL-train-part1-subtaskB-reconstructed.xml")
     assert query.lower() in subjects.read_text().lower()
