@@ -213,7 +213,10 @@ class Store(Database):
     def __init__(self, url: str, busy_timeout_s: float | None = None, read_only: bool = False) -> None:
         super().__init__(url, busy_timeout_s, read_only)
         try:
-            self.schema_version = self._require_schema() if read_only else migrate(self)
+            # read once as it is, so that a bad address or a damaged file is said as such
+            with self.engine.connect() as connection:
+                version = recorded_version(connection)
+            self.schema_version = self._require_schema(version) if read_only else migrate(self)
         except DatabaseError as err:
             self.engine.dispose()
             raise StoreError(f"cannot open the database {masked_url(url)}: {database_reason(err)}") from None
@@ -221,10 +224,8 @@ class Store(Database):
             self.engine.dispose()
             raise
 
-    def _require_schema(self) -> str:
+    def _require_schema(self, version: str | None) -> str:
         """The schema version of a database read as it is (one of this askalike's versions)."""
-        with self.reading() as connection:
-            version = recorded_version(connection)
         if version is None:
             raise StoreError(f"{masked_url(self.url)}: not an askalike database (no askalike "
                              "tables); build the index with `askalike index`")
