@@ -18,7 +18,9 @@ from app import (  # noqa: F401 (register)
     tune_command,
     verdicts_command,
 )
-from app.common import app, message_line, stderr
+from app.errors import message_line
+from app.options import app
+from app.output import stderr
 
 __all__ = ["app", "main"]
 
