@@ -7,16 +7,16 @@ import os
 import sys
 from typing import Any, TextIO
 
-from app import (  # noqa: F401 (register)
-    calibrate_command,
-    duplicates_command,
-    eval_commands,
-    index_commands,
-    search_commands,
-    serve_command,
-    train_command,
-    tune_command,
-    verdicts_command,
+from app.commands import (  # noqa: F401 (register)
+    calibrate,
+    duplicates,
+    evaluation,
+    index,
+    search,
+    serve,
+    train,
+    tune,
+    verdicts,
 )
 from app.errors import message_line
 from app.options import app

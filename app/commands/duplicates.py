@@ -33,7 +33,7 @@ CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "
 
 
 class GroupsFormat(StrEnum):
-    """What `duplicates --format` writes (search has its own: `search_commands.ResultsFormat`)."""
+    """What `duplicates --format` writes (search has its own: `search.ResultsFormat`)."""
 
     table = "table"
     csv = "csv"
