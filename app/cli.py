@@ -7,18 +7,20 @@ import os
 import sys
 from typing import Any, TextIO
 
-from app import (  # noqa: F401 (register)
-    calibrate_command,
-    duplicates_command,
-    eval_commands,
-    index_commands,
-    search_commands,
-    serve_command,
-    train_command,
-    tune_command,
-    verdicts_command,
+from app.commands import (  # noqa: F401 (register)
+    calibrate,
+    duplicates,
+    evaluation,
+    index,
+    search,
+    serve,
+    train,
+    tune,
+    verdicts,
 )
-from app.common import app, message_line, stderr
+from app.errors import message_line
+from app.options import app
+from app.output import stderr
 
 __all__ = ["app", "main"]
 

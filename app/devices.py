@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.common import with_onnx_export
+from app.model_specs import with_onnx_export
 from core.devices import Device, gpu_possible
 from core.extras import missing_training_modules, require_training
 

@@ -23,7 +23,8 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, SelectionList, Static
 
-from app.common import markup_safe, question_markup, result_row
+from app.hits import question_markup, result_row
+from app.output import markup_safe
 from app.safe_text import printable
 from core.credentials import masked_text
 from core.errors import UserError

@@ -44,7 +44,7 @@ from core.model_dir import (
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
 from indexer.directory import recorded_model, resolve_database, resolved_index_type
-from indexer.embedding import Embedder, InProcessEmbedder
+from indexer.embedding import EmbeddingEngine, InProcessEngine
 from indexer.index_type_choice import require_index_type, resolve_index_type
 from indexer.index_types import IndexBuildError
 from indexer.layout import (
@@ -335,18 +335,18 @@ def _chunks_to_embed(store: Store, files: list[tuple[str, SourceFile]], options:
             yield waiting
 
 
-def _embed_and_store(store: Store, embedder: Embedder, files: list[tuple[str, SourceFile]], total: int,
+def _embed_and_store(store: Store, engine: EmbeddingEngine, files: list[tuple[str, SourceFile]], total: int,
                      options: IndexOptions, report: IndexReport) -> None:
     """Embed each chunk and store it with its vectors in one transaction, in chunk order."""
     started = time.perf_counter()
-    read_ahead: deque[list[_Pending]] = deque()  # chunks the embedder took, not stored yet
+    read_ahead: deque[list[_Pending]] = deque()  # chunks the engine took, not stored yet
 
     def texts() -> Iterator[list[str]]:
         for chunk in _chunks_to_embed(store, files, options, report):
             read_ahead.append(chunk)
             yield [p.question.text for p in chunk]
 
-    with index_progress(options.show_progress) as progress, closing(embedder.embed(texts())) as vectors:
+    with index_progress(options.show_progress) as progress, closing(engine.embed(texts())) as vectors:
         task = progress.add_task("embedding", total=total, unit="questions")
         for chunk_vectors in vectors:
             chunk = read_ahead.popleft()
@@ -367,12 +367,12 @@ def _engine_session(options: IndexOptions) -> AbstractContextManager[object]:
     return nullcontext()
 
 
-def _embedder(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder) -> Embedder:
+def _embedding_engine(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder) -> EmbeddingEngine:
     if options.engine is Engine.ray:
-        from indexer.ray_engine import RayEmbedder
+        from indexer.ray_engine import RayEngine
 
-        return RayEmbedder(identity.model, identity.fingerprint, options.batch_size, options.threads or 1)
-    return InProcessEmbedder(encoder, options.batch_size)
+        return RayEngine(identity.model, identity.fingerprint, options.batch_size, options.threads or 1)
+    return InProcessEngine(encoder, options.batch_size)
 
 
 def _stale_ids(store: Store, files: list[tuple[str, SourceFile]]) -> list[int]:
@@ -580,8 +580,8 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
             options = replace(options, engine=Engine.in_process)
         if to_embed or survey.metadata_updated or survey.renamed:
             with _engine_session(options):  # once the sources are checked: a bad row stops the run first
-                _embed_and_store(store, _embedder(options, identity, encoder), files, to_embed, options,
-                                 report)
+                engine = _embedding_engine(options, identity, encoder)
+                _embed_and_store(store, engine, files, to_embed, options, report)
         else:  # nothing to write: no second reading of the sources
             report.unchanged = survey.unchanged
         report.removed = store.delete(stale)

@@ -16,7 +16,10 @@ import numpy as np
 from core.encoder import Encoder
 
 
-class Embedder(Protocol):
+class EmbeddingEngine(Protocol):
+    """What embeds an index run's chunks (``--engine``): it streams them through the run's
+    ``Encoder``, in this process or on a Ray cluster; the encoder turns texts into vectors."""
+
     def embed(self, chunks: Iterable[list[str]]) -> Iterator[np.ndarray]:
         """The vectors of each chunk, in the chunks' order. It may read chunks ahead of the
         vectors it has yielded (a bounded number)."""
@@ -24,7 +27,7 @@ class Embedder(Protocol):
 
 
 @dataclass
-class InProcessEmbedder:
+class InProcessEngine:
     """``--engine in-process``: a chunk at a time, in this process."""
 
     encoder: Encoder

@@ -1,5 +1,5 @@
 """The progress bars of an index run: done of total, rate and time left. On stderr and cleared
-when done, as the CLI's other bars (``app.common.progress_bars``): stdout holds only the results,
+when done, as the CLI's other bars (``app.progress.progress_bars``): stdout holds only the results,
 and the run's report says what was done."""
 
 from __future__ import annotations

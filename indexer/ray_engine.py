@@ -121,7 +121,7 @@ def _windows(chunks: Iterable[list[str]], texts: int) -> Iterator[list[list[str]
 
 
 @dataclass
-class RayEmbedder:
+class RayEngine:
     """``--engine ray``, inside ``ray_session``. ``model`` names the encoder as every node sees it
     (an absolute directory or ``pretrained:NAME``); each task takes ``threads`` CPUs."""
 

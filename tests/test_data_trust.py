@@ -30,7 +30,7 @@ from helpers import (
     write_jsonl,
 )
 
-from app import index_commands
+from app.commands import index as index_commands
 from core.loader import load_encoder
 from indexer.directory import check_index
 from indexer.store import Store

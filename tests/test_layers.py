@@ -38,7 +38,7 @@ ALLOWED = {
 TRAINING_ONLY = {"torch", "transformers", "onnxscript", "safetensors.torch", "sentence_transformers",
                  "accelerate", "peft", "torchvision", "torchaudio", "lightning", "pytorch_lightning"}
 # the command modules that only train (the others answer queries, or evaluate exported encoders)
-TRAINING_COMMANDS = {"app.train_command"}
+TRAINING_COMMANDS = {"app.commands.train"}
 Modules = dict[str, ast.Module]
 
 

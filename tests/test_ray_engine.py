@@ -23,7 +23,7 @@ from indexer import ray_engine
 from indexer.build import IndexOptions, index_sources
 from indexer.choices import Engine
 from indexer.directory import check_index
-from indexer.ray_engine import EngineError, RayEmbedder
+from indexer.ray_engine import EngineError, RayEngine
 from indexer.store import Store
 from retrieval.searcher import Searcher
 
@@ -77,8 +77,8 @@ def test_chunks_come_back_in_order_and_bit_identical(local_ray, tiny_model):
     texts = [record["body"] for record in collection(400)]
     chunks = [texts[:300], texts[300:301], texts[301:303], texts[303:350], texts[350:]]
     encoder = load_encoder(tiny_model)
-    embedder = RayEmbedder(str(tiny_model), weights_fingerprint(tiny_model), batch_size=16)
-    got = list(embedder.embed(iter(chunks)))
+    engine = RayEngine(str(tiny_model), weights_fingerprint(tiny_model), batch_size=16)
+    got = list(engine.embed(iter(chunks)))
     assert len(got) == len(chunks)
     for chunk, vectors in zip(chunks, got, strict=True):
         assert np.array_equal(vectors, encoder.encode(chunk, batch_size=16))
@@ -126,9 +126,9 @@ def test_an_interrupted_ray_run_resumes_to_the_in_process_state(local_ray, tmp_p
 
 @on_local_ray
 def test_a_node_without_the_model_is_a_one_line_error(local_ray, tmp_path):
-    embedder = RayEmbedder(str(tmp_path / "not-here"), "0" * 16, batch_size=16)
+    engine = RayEngine(str(tmp_path / "not-here"), "0" * 16, batch_size=16)
     with pytest.raises(EngineError, match=r"a Ray task cannot embed on .*not-here: no weights"):
-        list(embedder.embed(iter([["a question?"]])))
+        list(engine.embed(iter([["a question?"]])))
 
 
 def test_without_ray_the_engine_says_how_to_install_it_and_changes_nothing(tmp_path, sources, tiny_model,

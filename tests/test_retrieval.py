@@ -10,7 +10,7 @@ import pytest
 from helpers import QUIET, ROOT, collection, make_tiny_model, runner, search_hits, write_jsonl
 
 from app.cli import app
-from app.common import result_row, similarity_bar
+from app.hits import result_row, similarity_bar
 from core.cqa_questions import read_cqa_questions
 from core.loader import load_encoder
 from indexer.build import index_sources

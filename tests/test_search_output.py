@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import assert_one_line_error, collection, index, invoke, search_hits, write_jsonl
 
-from app.common import RESULT_FIELDS
+from app.hits import RESULT_FIELDS
 from retrieval.judgement import model_judge
 
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">

@@ -14,7 +14,7 @@ import pytest
 from helpers import collection, documented_schema, index, write_jsonl
 from serving import KEY, WRITE, WRONG, serving
 
-from app.serve_command import UVICORN_OPTIONS
+from app.commands.serve import UVICORN_OPTIONS
 from app.server.security import KeyChecker, public_message
 from app.server.settings import Limits, ServerConfigError, ServerSettings, api_keys
 from indexer.layout import index_lock

@@ -11,22 +11,11 @@ from typing import Annotated
 
 import typer
 
-from app.common import (
-    MODEL_HELP,
-    DatabaseOption,
-    DateFormatOption,
-    IndexOption,
-    JsonOption,
-    app,
-    message_line,
-    plain,
-    print_lines,
-    shipped_models,
-    stderr,
-    user_errors,
-    with_onnx_export,
-)
 from app.devices import DeviceOption, embedding_encoder
+from app.errors import message_line, user_errors
+from app.model_specs import shipped_models, with_onnx_export
+from app.options import MODEL_HELP, DatabaseOption, DateFormatOption, IndexOption, JsonOption, app
+from app.output import plain, print_lines, stderr
 from app.safe_text import printable
 from core.devices import Device, DeviceError
 from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, Engine, OnError

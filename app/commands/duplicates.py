@@ -12,18 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.common import (
-    DatabaseOption,
-    DateFormatOption,
-    IndexOption,
-    app,
-    metadata_text,
-    plain,
-    progress_bars,
-    stderr,
-    user_errors,
-)
 from app.devices import DeviceOption, neighbour_search
+from app.errors import user_errors
+from app.hits import metadata_text
+from app.options import DatabaseOption, DateFormatOption, IndexOption, app
+from app.output import plain, stderr
+from app.progress import progress_bars
 from app.safe_text import SpreadsheetWriter, json_line
 from core.devices import Device
 from core.errors import UserError
@@ -39,7 +33,7 @@ CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "
 
 
 class GroupsFormat(StrEnum):
-    """What `duplicates --format` writes (search has its own: `search_commands.ResultsFormat`)."""
+    """What `duplicates --format` writes (search has its own: `search.ResultsFormat`)."""
 
     table = "table"
     csv = "csv"

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.common import DatabaseOption, IndexOption, JsonOption, app, plain, stderr, user_errors
+from app.errors import user_errors
+from app.options import DatabaseOption, IndexOption, JsonOption, app
+from app.output import plain, stderr
 from app.safe_text import json_line
 from core.errors import UserError
 from indexer.choices import DEFAULT_INDEX_DIR

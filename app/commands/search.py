@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from app.common import (
-    DEFAULT_FIELDS,
-    RESULT_FIELDS,
+from app.errors import user_errors
+from app.hits import DEFAULT_FIELDS, RESULT_FIELDS, question_markup, result_row, result_value
+from app.model_specs import with_onnx_export
+from app.options import (
     DatabaseOption,
     DateFormatOption,
     IndexOption,
@@ -22,14 +23,9 @@ from app.common import (
     ModelOption,
     ModeOption,
     app,
-    plain,
-    progress_bars,
-    question_markup,
-    result_row,
-    result_value,
-    user_errors,
-    with_onnx_export,
 )
+from app.output import plain, print_lines
+from app.progress import progress_bars
 from app.safe_text import json_line
 from core.model_dir import DEFAULT_MODEL
 from core.numbers import share
@@ -318,7 +314,6 @@ def rerank(
     The prediction file ranks; it does not classify: its label column is true for every
     candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
     figures only (MAP, AvgRec, MRR), not P/R/F1/Acc."""
-    from app.common import print_lines
     from app.summaries import rerank_summary
     from core.cqa_questions import read_cqa_questions
     from core.files import require_output_file

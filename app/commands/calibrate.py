@@ -8,15 +8,10 @@ from typing import Annotated
 
 import typer
 
-from app.common import (
-    DataDirOption,
-    JsonOption,
-    ModelOption,
-    app,
-    print_figures,
-    user_errors,
-    with_onnx_export,
-)
+from app.errors import user_errors
+from app.model_specs import with_onnx_export
+from app.options import DataDirOption, JsonOption, ModelOption, app
+from app.output import print_figures
 from core.errors import UserError
 from core.model_dir import DEFAULT_MODEL
 

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from app.common import DataDirOption, app, user_errors
 from app.devices import DeviceOption
+from app.errors import user_errors
+from app.options import DataDirOption, app
 from app.safe_text import printable
 from core.devices import Device
 from core.extras import require_training

@@ -9,17 +9,11 @@ from typing import Annotated
 
 import typer
 
-from app.common import (
-    JsonOption,
-    app,
-    plain,
-    print_lines,
-    shipped_models,
-    stderr,
-    user_errors,
-    with_onnx_export,
-)
 from app.devices import DeviceOption
+from app.errors import user_errors
+from app.model_specs import shipped_models, with_onnx_export
+from app.options import JsonOption, app
+from app.output import plain, print_lines, stderr
 from core.devices import Device
 from core.errors import UserError
 from core.extras import require_training

@@ -9,16 +9,10 @@ from typing import Annotated
 
 import typer
 
-from app.common import (
-    DatabaseOption,
-    IndexOption,
-    app,
-    plain,
-    shipped_models,
-    stderr,
-    user_errors,
-    with_onnx_export,
-)
+from app.errors import user_errors
+from app.model_specs import shipped_models, with_onnx_export
+from app.options import DatabaseOption, IndexOption, app
+from app.output import plain, stderr
 from indexer.choices import DEFAULT_INDEX_DIR
 
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every

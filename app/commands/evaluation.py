@@ -9,23 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.common import (
-    MODEL_HELP,
-    DataDirOption,
-    JsonOption,
-    ModelOption,
-    app,
-    eval_app,
-    markup_safe,
-    plain,
-    print_figures,
-    print_lines,
-    progress_bars,
-    shipped_models,
-    steps_shown,
-    user_errors,
-)
 from app.devices import DeviceOption, embedding_encoder
+from app.errors import user_errors
+from app.model_specs import shipped_models
+from app.options import MODEL_HELP, DataDirOption, JsonOption, ModelOption, app, eval_app
+from app.output import markup_safe, plain, print_figures, print_lines
+from app.progress import progress_bars, steps_shown
 from app.summaries import model_label
 from core.data_dir import CQA_SPLITS
 from core.devices import Device
