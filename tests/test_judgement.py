@@ -117,3 +117,38 @@ def test_a_judge_is_fitted_on_pairs_of_both_kinds_and_says_what_it_measured(tiny
     with pytest.raises(ValueError, match="at least 10 pairs of each kind"):
         fit_judge(load_encoder(tiny_model), pairs[:25], "too few")
     assert SAME_QUESTION == 0.5
+
+
+def test_calibrate_records_the_curve_fitted_on_a_pairs_file_and_a_dry_run_records_nothing(
+        tmp_path, tiny_model):
+    from test_cli import assert_documented
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    records = collection(40)
+    texts = [f"{r['subject']} {r['body']}" for r in records]
+    rows = ([(text, text + " please", 1) for text in texts[:20]]
+            + [(texts[i], texts[i + 20], 0) for i in range(20)])
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"text_a": a, "text_b": b, "label": label}) + "\n"
+                             for a, b, label in rows))
+    dry = invoke("calibrate", "--model", model, "--pairs", pairs, "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    assert_documented(json.loads(dry.stdout), "calibrate --json")
+    assert isinstance(model_judge(model), UncalibratedJudge)  # nothing written
+    done = invoke("calibrate", "--model", model, "--pairs", pairs, "--json")
+    figures = json.loads(done.stdout)
+    judge = model_judge(model)
+    assert figures["recorded"] is True and figures["pairs"] == 40 and figures["same"] == 20
+    assert (round(judge.slope, 4), round(judge.intercept, 4)) == (figures["slope"], figures["intercept"])
+    assert judge.fitted_on == "pairs.jsonl: your pairs"
+    missing = invoke("calibrate", "--model", model, "--pairs", tmp_path / "none.csv")
+    assert missing.exit_code == 2 and "none.csv" in missing.stderr and model_judge(model) == judge
+
+
+def test_calibrate_refuses_pairs_of_one_kind_in_one_line(tmp_path, tiny_model):
+    pairs = tmp_path / "few.csv"
+    pairs.write_text("text_a,text_b,label\nvisa renewal,renewing a visa,1\n")
+    result = invoke("calibrate", "--model", tiny_model, "--pairs", pairs)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "at least 10 pairs of each kind: 1 are the same question, 0 are not" in result.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
 from core.pair_files import read_labelled_pairs
+from retrieval.judgement import SameQuestionJudge, model_judge
 from tests.helpers import assert_one_line_error, index, invoke, make_tiny_model
 from train.pair_tuning import EpochPlan, TuneSettings, epoch_plan, split_dev, training_data, tune_config
 
@@ -165,6 +166,10 @@ def test_tune_raises_the_dev_figure_and_writes_a_model_that_indexes(tmp_path, ti
     assert record["after"]["dev_score"] > record["before"]["dev_score"]
     metrics = json.loads((out / "metrics.json").read_text())["tune"]
     assert metrics["pairs_sha256"] == record["pairs_sha256"] and metrics["hard_negatives"] > 0
+    # the match of the tuned model is calibrated on the held-out pairs (both labels, 10+ each)
+    judge = model_judge(out)
+    assert isinstance(judge, SameQuestionJudge) and judge.fitted_on == "your held-out pairs"
+    assert record["same_question"]["fitted_on"] == judge.fitted_on and record["same_question"]["pairs"] >= 20
     source = tmp_path / "questions.csv"
     source.write_text("id,subject,body\nq1,my visa,help\nq2,my car,help\n")
     assert index(source, tmp_path / "index", out)["model"].endswith("tuned")
