@@ -149,3 +149,14 @@ def test_the_wheel_ships_every_file_of_the_shipped_models():
     files = {path for name in SHIPPED_MODELS for path in (SHIPPED_MODELS_DIR / name).rglob("*")
              if path.is_file()}
     assert files and shipped == files
+
+
+def test_the_wheel_lists_every_package_of_the_project():
+    """Each folder of the design card's packages that holds an ``__init__.py`` is listed in
+    pyproject.toml, so that a built wheel has every module a command imports (a subpackage
+    missed there is missing only from installs, never from the checkout the tests run in)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for top in ("core", "train", "indexer", "retrieval", "app")
+             for init in (ROOT / top).rglob("__init__.py")}
+    assert found and found <= listed
