@@ -46,8 +46,8 @@ def result_value(result: SearchResult, field: str) -> str | float:
     if field == "match":
         return round(result.match, 4)
     standard = {"id": result.external_id, "subject": result.subject, "excerpt": result.excerpt,
-                "source": result.source}
-    if field in standard:
+                "source": result.source, "date": result.date, "category": result.category}
+    if field in standard and standard[field] is not None:
         return printable(standard[field], keep="")
     return printable(metadata_text(result.metadata.get(field)), keep="")
 

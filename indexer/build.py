@@ -60,8 +60,23 @@ from indexer.layout import (
 from indexer.manifest import read_manifest, write_manifest
 from indexer.progress import index_progress
 from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source, source_labels
-from indexer.sources import DATE_WARNINGS_KEPT, Columns, SourceFile, SourceQuestion, bad_rows, chunked
-from indexer.store import DATE_ORDER_SETTING, Store, source_named
+from indexer.sources import (
+    CATEGORY_KEY,
+    DATE_KEY,
+    DATE_WARNINGS_KEPT,
+    Columns,
+    SourceFile,
+    SourceQuestion,
+    bad_rows,
+    chunked,
+)
+from indexer.store import (
+    CATEGORY_COLUMN_SETTING,
+    DATE_COLUMN_SETTING,
+    DATE_ORDER_SETTING,
+    Store,
+    source_named,
+)
 from indexer.sync import sync_vector_index
 
 READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
@@ -593,6 +608,10 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
             report.sources = {named[0][0]: report.sources.pop(files[0][0])}
         if options.date_order is not None:
             store.remember(DATE_ORDER_SETTING, options.date_order.value)
+        for setting, column, default in ((DATE_COLUMN_SETTING, options.columns.date, DATE_KEY),
+                                         (CATEGORY_COLUMN_SETTING, options.columns.category, CATEGORY_KEY)):
+            if column != default:  # so that the API reads a question as the runs did
+                store.remember(setting, column)
         only_added = (report.reembedded == 0 and report.removed == 0 and manifest_before is not None
                       and manifest_before.generation == generation_before)
         report.index_type, report.index_type_reason = resolved_index_type(

@@ -45,16 +45,19 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DatabaseError
 
+from core.dates import DateOrder
 from core.model_dir import EncoderIdentity, require_same_encoder
 from core.text import join_subject_body
 from indexer.database import Database, StoreError, database_reason, masked_url
 from indexer.migrations import FIRST_SCHEMA, migrate, recorded_version, require_known
-from indexer.sources import SourceQuestion, category_key, content_hash
+from indexer.sources import CATEGORY_KEY, DATE_KEY, SourceQuestion, category_key, content_hash
 from indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
 from indexer.vector_checks import norm_problems, vector_problems
 
 REPAIR = "run `askalike check --repair` to embed them again"
 DATE_ORDER_SETTING = "date_order"  # how the index's dates were read (--date-format)
+DATE_COLUMN_SETTING = "date_column"  # the column its dates were read from (--date-column)
+CATEGORY_COLUMN_SETTING = "category_column"  # the column its categories were read from
 _PARAMETERS_PER_QUERY = 10_000  # PostgreSQL takes at most 65,535 bound parameters a statement
 
 # an executemany update of whole rows: each parameter set names its row as "row_id"
@@ -204,6 +207,24 @@ def _require_encoder(recorded: EncoderIdentity, identity: EncoderIdentity) -> No
 def _metadata_text(key: str) -> Any:
     """The metadata field ``key`` of a question as text, in SQL (NULL where it has none)."""
     return QUESTIONS.c.metadata[key].as_string()
+
+
+@dataclass(frozen=True)
+class IndexReading:
+    """How the index's runs read a question, as its store remembers it: the date format
+    (``--date-format``) and the columns of the date and the category (``--date-column``,
+    ``--category-column``); a question written through the API is read the same way."""
+
+    date_order: DateOrder | None = None
+    date_column: str = DATE_KEY
+    category_column: str = CATEGORY_KEY
+
+    @classmethod
+    def of(cls, store: Store) -> IndexReading:
+        order = store.setting(DATE_ORDER_SETTING)
+        return cls(DateOrder(order) if order in DateOrder.__members__ else None,
+                   store.setting(DATE_COLUMN_SETTING) or DATE_KEY,
+                   store.setting(CATEGORY_COLUMN_SETTING) or CATEGORY_KEY)
 
 
 class Store(Database):

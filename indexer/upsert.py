@@ -15,14 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from core.data_dir import DataError
-from core.dates import DateOrder
 from core.encoder import Encoder
 from core.model_dir import EncoderIdentity, require_same_encoder
 from indexer.build import delete_questions
@@ -32,7 +31,7 @@ from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_
 from indexer.manifest import read_manifest
 from indexer.source_identity import is_file_source
 from indexer.sources import SourceQuestion, dated, record_question
-from indexer.store import Store, StoredQuestion, Verdict
+from indexer.store import IndexReading, Store, StoredQuestion, Verdict
 from indexer.sync import sync_vector_index
 
 API_SOURCE = "api"  # the source of questions written through the API, unless one is named
@@ -57,14 +56,17 @@ class UpsertReport:
                 "total": self.total, "ids": self.ids, "warnings": self.warnings}
 
 
-def validated_questions(records: Sequence[Any], date_order: DateOrder | None = None,
+DEFAULT_READING = IndexReading()  # an index without remembered settings
+
+
+def validated_questions(records: Sequence[Any], reading: IndexReading = DEFAULT_READING,
                         order_option: str = "date_format") -> tuple[list[SourceQuestion], list[str]]:
     """``records`` (JSON objects with ``id``, ``subject`` or ``title``..., ``body`` and any
-    metadata) as questions, checked as an index run checks a row; the first bad one (or a
-    repeated id) raises a DataError naming its place (``questions:N``), so that a request is
-    stored whole or not at all. Also returns the warnings for dates that are not dates (those
-    questions are stored undated, as an index run stores them; an ambiguous one names
-    ``order_option``, the request parameter that says how to read it)."""
+    metadata) as questions, checked as an index run checks a row and read as ``reading`` says;
+    the first bad one (or a repeated id) raises a DataError naming its place (``questions:N``),
+    so that a request is stored whole or not at all. Also returns the warnings for dates that
+    are not dates (those questions are stored undated, as an index run stores them; an
+    ambiguous one names ``order_option``, the request parameter that says how to read it)."""
     questions: list[SourceQuestion] = []
     warnings: list[str] = []
     seen: set[str] = set()
@@ -77,7 +79,8 @@ def validated_questions(records: Sequence[Any], date_order: DateOrder | None = N
         if row.external_id in seen:
             raise DataError(REQUEST, f"duplicate id {row.external_id!r}", number)
         seen.add(row.external_id)
-        question, warning = dated(row, date_order, REQUEST, order_option)
+        row = replace(row, date_field=reading.date_column, category_field=reading.category_column)
+        question, warning = dated(row, reading.date_order, REQUEST, order_option)
         questions.append(question)
         warnings += [warning] if warning else []
     return questions, warnings

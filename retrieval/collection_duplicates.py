@@ -22,7 +22,7 @@ import numpy as np
 
 from core.dates import DateOrder
 from indexer.directory import OpenIndex
-from indexer.store import DATE_ORDER_SETTING, StoredQuestion
+from indexer.store import IndexReading, StoredQuestion
 from indexer.vector_index import cosine_error
 from retrieval.judgement import SAME_QUESTION, Judge
 from retrieval.searcher import SearchError, SearchFilters
@@ -82,10 +82,7 @@ def questions_to_check(index: OpenIndex, since: str | None = None,
                           "`askalike index SOURCE`")
     if since is None:
         return None
-    remembered = index.store.setting(DATE_ORDER_SETTING)  # how the index's dates were read
-    if date_order is None and remembered in DateOrder.__members__:
-        date_order = DateOrder(remembered)
-    filters = SearchFilters(date_from=since, date_order=date_order)
+    filters = SearchFilters(date_from=since, date_order=date_order or IndexReading.of(index.store).date_order)
     return index.store.ids_matching(dated_from=filters.window[0])
 
 

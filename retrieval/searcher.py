@@ -38,7 +38,7 @@ from indexer.directory import OpenIndex, open_index, recorded_model
 from indexer.index_types import named_index_type
 from indexer.manifest import load_lexical
 from indexer.source_identity import source_labels
-from indexer.store import DATE_ORDER_SETTING, StoredQuestion, source_named
+from indexer.store import IndexReading, StoredQuestion, source_named
 from indexer.vector_index import (
     GPU_MAX_K,
     HeldVectors,
@@ -180,6 +180,10 @@ class SearchResult:
     # without one (None), the cosine clipped to [0, 1], as for a model never calibrated
     match: float = None  # type: ignore[assignment]
     alike: tuple[SearchResult, ...] = ()  # near-duplicates folded into this hit (``collapse``)
+    # its date as the index run stored it (ISO 8601, UTC) and its category as its source wrote
+    # it, from whichever columns the run read them (``--date-column``, ``--category-column``)
+    date: str | None = None
+    category: str | None = None
 
     def __post_init__(self) -> None:
         if self.match is None:
@@ -361,20 +365,20 @@ class Searcher:
         return allowed if exclude is None else allowed[allowed != exclude]
 
     @cached_property
-    def date_order(self) -> DateOrder | None:
-        """How the index's dates were read (``index --date-format``), which its date filters
-        use where a search names none."""
-        value = self.index.store.setting(DATE_ORDER_SETTING)
-        return DateOrder(value) if value in DateOrder.__members__ else None
+    def reading(self) -> IndexReading:
+        """How the index's runs read its questions: the date format its date filters use where
+        a search names none, and the columns of the date and the category."""
+        return IndexReading.of(self.index.store)
 
     def filters(self, sources: Sequence[str] = (), categories: Sequence[str] = (),
                 since: str | None = None, until: str | None = None, date_order: DateOrder | None = None,
                 where: Sequence[str] = (), order_option: str = ORDER_OPTION,
                 where_option: str = WHERE_OPTION) -> SearchFilters:
         """The filters of a search of this index: dates read by ``date_order``, else by the
-        index's own (``date_order``); ``where`` as KEY=VALUE texts."""
-        return SearchFilters(tuple(sources), tuple(categories), since, until, date_order or self.date_order,
-                             where_filters(where, where_option), order_option)
+        index's own (``reading``); ``where`` as KEY=VALUE texts."""
+        return SearchFilters(tuple(sources), tuple(categories), since, until,
+                             date_order or self.reading.date_order, where_filters(where, where_option),
+                             order_option)
 
     def why_nothing(self, filters: SearchFilters) -> str:
         """Why a filtered search found nothing, in words: what the index holds of what the
@@ -469,7 +473,8 @@ class Searcher:
                         exclude: int | None) -> list[list[SearchResult]]:
         live = self._dense_hits(vectors, k, self._allowed(filters, exclude), exclude)
         found = self._fetch(sorted({i for hits in live for i, _ in hits}))
-        return [_results([(i, c, c) for i, c in hits if i in found], found, self.judge) for hits in live]
+        return [_results([(i, c, c) for i, c in hits if i in found], found, self.judge, self.reading)
+                for hits in live]
 
     def _search_words(self, query: str, vector: np.ndarray, k: int, allowed: np.ndarray | None,
                       mode: SearchMode) -> list[SearchResult]:
@@ -507,7 +512,7 @@ class Searcher:
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
                 found = self._fetch(ranked[:k])  # only the rows shown are read whole
                 return _results([(i, cosines[i], scores[i]) for i in ranked[:k] if i in found], found,
-                                self.judge)
+                                self.judge, self.reading)
             depth = max(2 * depth, k)
 
     def _cosines(self, vector: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
@@ -561,8 +566,14 @@ class Searcher:
 
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion],
-             judge: Judge) -> list[SearchResult]:
+             judge: Judge, reading: IndexReading) -> list[SearchResult]:
     """SearchResults of (id, cosine, score) hits, best first, each hit's match ``judge``'s."""
-    return [SearchResult(rank, i, found[i].external_id, found[i].source, found[i].subject, found[i].body,
-                         found[i].metadata, cosine, score, match=float(judge.probability(cosine)))
-            for rank, (i, cosine, score) in enumerate(hits, start=1)]
+    results = []
+    for rank, (i, cosine, score) in enumerate(hits, start=1):
+        question = found[i]
+        category = question.metadata.get(reading.category_column)
+        results.append(SearchResult(rank, i, question.external_id, question.source, question.subject,
+                                    question.body, question.metadata, cosine, score,
+                                    match=float(judge.probability(cosine)), date=question.date,
+                                    category=None if category is None else str(category)))
+    return results

@@ -194,3 +194,30 @@ def test_a_date_column_the_file_lacks_is_refused(tmp_path, tiny_model):
     assert_one_line_error(invoke("index", source, "--model", tiny_model, "--index", tmp_path / "index",
                                  "--id-column", "case_no", "--date-column", "opened"),
                           r"export.csv:1: no column 'opened' \(--date-column\)")
+
+
+def test_date_and_category_fields_come_from_the_columns_the_run_read(helpdesk):
+    index_dir, _ = helpdesk
+    result = invoke("search", "card", "--index", index_dir, "--fields", "id,date,category,received,team",
+                    "--format", "csv", "-k", "3")
+    assert result.exit_code == 0, result.output
+    for row in list(csv.DictReader(result.stdout.splitlines())):
+        day, month, year = row["received"].split("/")
+        assert row["date"] == f"{year}-{month}-{day}" and row["category"] == row["team"] in TEAMS
+
+
+def test_a_question_written_through_the_api_is_read_as_the_index_runs_read_theirs(helpdesk, tmp_path):
+    from serving import WRITE, serving
+
+    index_dir, _ = helpdesk
+    with serving(index_dir, tmp_path / "served") as client:
+        written = client.post("/questions", headers=WRITE, json={
+            "id": "A1", "question": "printer offline again", "received": "15/03/2025",
+            "team": "IT"})
+        assert written.status_code == 200 and written.json()["warnings"] == [], written.text
+    since = invoke("search", "printer offline again", "--index", index_dir, "--json", "--since", "14/03/2025",
+                   "--category", "IT", "-k", "50")
+    assert since.exit_code == 0, since.output
+    hits = json.loads(since.stdout)["results"]
+    # dated by its `received` (read dmy, as the index remembers), filed under its `team`
+    assert "A1" in [hit["id"] for hit in hits]

@@ -4,6 +4,7 @@ index run's path and lock (``indexer.upsert``); writes need a key.
 No ``from __future__ import annotations``: FastAPI reads the annotations of the endpoints."""
 
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Query
@@ -26,16 +27,20 @@ WriteSource = Annotated[str, Query(description="the source the questions belong 
 def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str,
            date_format: DateOrder | None) -> dict[str, Any]:
     """Validate, embed and commit ``records`` (all or none), then serve the new state."""
+    from indexer.store import IndexReading
     from indexer.upsert import upsert_questions, validated_questions
 
     if not records:
         raise HTTPException(422, "no questions given")
     if len(records) > limits.batch:
         raise HTTPException(413, f"{len(records)} questions: at most {limits.batch} a request")
-    questions, warnings = validated_questions(records, date_format, DATE_FORMAT)
     live = loaded.require()
     with live.searching() as searcher:
         encoder, identity = searcher.encoder, searcher.index.manifest.encoder
+        reading = IndexReading.of(searcher.index.store)
+    if date_format is not None:
+        reading = replace(reading, date_order=date_format)
+    questions, warnings = validated_questions(records, reading, DATE_FORMAT)
     with loaded.write_lock:
         report = upsert_questions(live.index_dir, questions, encoder, identity, source,
                                   loaded.settings.database, limits.lock_wait_s,
