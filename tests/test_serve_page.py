@@ -123,6 +123,7 @@ def test_the_page_shows_results_and_the_opened_question_side_by_side(page_index,
             assert match.text.endswith("%") and subject.text.startswith("penguin colonies")
             assert match.location["x"] + match.size["width"] <= subject.location["x"]  # "100%" apart
             assert "team Zoo" in first.find_element(By.CLASS_NAME, "meta").text
+            assert "+1 alike: C" in first.find_element(By.CLASS_NAME, "meta").text  # its copy, folded
             # Enter opens the selected question beside the results, with its metadata and duplicates
             browser.find_element(By.ID, "q").send_keys(Keys.ENTER)
             wait.until(lambda _: browser.find_element(By.ID, "question").is_displayed())
