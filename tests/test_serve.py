@@ -81,7 +81,8 @@ def test_parameters_have_one_spelling_and_unknown_ones_are_refused(reader):
     other = reader.post("/search", json={"queries": ["good school"], "k": 50, "min_match": 0.5})
     assert other.status_code == 422 and "min_match (spelt min-match" in other.json()["error"]
     misspelt = reader.post("/search", json={"queries": ["good school"], "categroy": ["pizza"]})
-    assert misspelt.status_code == 422 and "categroy" in misspelt.json()["error"]
+    assert misspelt.status_code == 422 and "unknown parameter categroy" in misspelt.json()["error"]
+    assert "this endpoint takes queries, k, mode, source, category" in misspelt.json()["error"]  # as GET
     for params, named in (({"q": "school", "min_match": "0.5"}, "min_match (spelt min-match"),
                           ({"q": "school", "date_format": "dmy"}, "date_format (spelt date-format"),
                           ({"q": "school", "categroy": "pizza"}, "unknown parameter categroy")):

@@ -124,11 +124,12 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
         @classmethod
         def _one_spelling(cls, data: Any) -> Any:
             """The keys are spelt as the query parameters (and the CLI's options): ``min-match``;
-            ``min_match`` is refused with that spelling, not read nor ignored."""
+            ``min_match`` or any other key is refused naming the keys there are, as GET does,
+            not read nor ignored."""
             if isinstance(data, dict):
-                for key in data:
-                    if key in ("min_match", "date_format"):
-                        raise ValueError(unknown_parameters([key], ["min-match", DATE_FORMAT]))
+                known = [field.alias or name for name, field in cls.model_fields.items()]
+                if unknown := [key for key in data if key not in known]:
+                    raise ValueError(unknown_parameters(unknown, known))
             return data
 
     @routes.get("/search", response_model=SearchAnswer, response_model_exclude_unset=True)
