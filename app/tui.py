@@ -8,7 +8,7 @@ search cancels the older one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -69,9 +69,13 @@ class Search:
         return f"more like “{self.like.subject or self.like.excerpt}”" if self.like else f"“{self.query}”"
 
 
-def describe_filters(filters: SearchFilters) -> str:
-    """The filters in one line for the status bar; empty when there are none."""
-    parts = [*(f"source {name}" for name in filters.sources),
+def describe_filters(filters: SearchFilters, source_labels: Mapping[str, str]) -> str:
+    """The filters in one line for the status bar; empty when there are none. A source is named
+    once, as the results name it (``filters.sources`` also holds each one's absolute path, the
+    other name it may be stored under)."""
+    stored = [source_labels[name] for name in filters.sources if name in source_labels]
+    sources = dict.fromkeys(stored or filters.sources[:1])
+    parts = [*(f"source {name}" for name in sources),
              *(f"category {name}" for name in filters.categories),
              *(f"{key}={value}" for key, value in filters.where)]
     if filters.date_from:
@@ -539,7 +543,8 @@ class SearchApp(App[None]):
 
     def _show_filters(self, filters: SearchFilters) -> None:
         self.filters = filters
-        self.query_one("#filters", Static).update(Text(printable(describe_filters(filters), keep="")))
+        self.query_one("#filters", Static).update(
+            Text(printable(describe_filters(filters, self._source_labels()), keep="")))
         self.refresh_bindings()  # "Clear filters" shows only while there are filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

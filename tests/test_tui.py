@@ -27,6 +27,7 @@ from app.tui import (
     MessageScreen,
     ResultsTable,
     SearchApp,
+    describe_filters,
     fitted_rows,
 )
 from indexer.build import index_sources
@@ -571,3 +572,14 @@ async def test_a_metadata_filter_is_typed_as_key_value(index_dir):
         screenshots = os.environ.get("ASKALIKE_SCREENSHOTS")  # docs/tui.svg is made this way
         if screenshots:
             app.save_screenshot(filename="tui.svg", path=screenshots)
+
+
+def test_the_status_line_names_a_ticked_source_once_as_the_results_do(tmp_path, monkeypatch):
+    # a source filter also holds the absolute path of a file of that name here: one name is shown
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tickets.csv").write_text("id,question\n")
+    filters = SearchFilters(sources=("tickets.csv",), where=(("queue", "Email"),))
+    assert filters.sources == ("tickets.csv", str(tmp_path / "tickets.csv"))
+    labels = {str(tmp_path / "tickets.csv"): "tickets.csv"}  # the index stored it by its path
+    assert describe_filters(filters, labels) == "filters: source tickets.csv, queue=Email (c clears)"
+    assert describe_filters(filters, {}) == "filters: source tickets.csv, queue=Email (c clears)"
