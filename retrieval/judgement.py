@@ -151,7 +151,9 @@ def calibration_error(probabilities: Sequence[float] | np.ndarray, same: Sequenc
 
 
 def f1_at(probabilities: np.ndarray, same: np.ndarray, threshold: float) -> float:
-    """F1 of calling "the same question" the pairs at ``threshold`` or more."""
-    predicted = probabilities >= threshold
+    """F1 of calling "the same question" the pairs at ``threshold`` or more (``same``: booleans,
+    or 1 and 0)."""
+    same = np.asarray(same, dtype=bool)
+    predicted = np.asarray(probabilities) >= threshold
     hits = int(np.sum(predicted & same))
     return 0.0 if hits == 0 else 2 * hits / (int(predicted.sum()) + int(same.sum()))

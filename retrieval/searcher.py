@@ -123,9 +123,8 @@ def where_filters(texts: Iterable[str], option: str = WHERE_OPTION) -> tuple[tup
     return tuple(where_filter(text, option) for text in texts)
 
 
-# each search setting: its option, and the manifest parameter it overrides
-_SETTINGS = {"ef_search": ("--ef-search", "ef_search"), "probes": ("--nprobe", "probes"),
-             "k_factor": ("--k-factor", "k_factor")}
+# each search setting (a field of SearchSettings and the manifest parameter it overrides): its option
+_OPTIONS = {"ef_search": "--ef-search", "probes": "--nprobe", "k_factor": "--k-factor"}
 
 
 @dataclass(frozen=True)
@@ -147,12 +146,12 @@ class SearchSettings:
         no use for, or one out of range."""
         parameters = dict(recorded)
         usable = [key for key in named_index_type(index_type).search_settings if key in recorded]
-        for name, (option, key) in _SETTINGS.items():
-            value = getattr(self, name)
+        for key, option in _OPTIONS.items():
+            value = getattr(self, key)
             if value is None:
                 continue
             if key not in usable:
-                has = ", ".join(other for other, other_key in _SETTINGS.values() if other_key in usable)
+                has = ", ".join(other for other_key, other in _OPTIONS.items() if other_key in usable)
                 raise SearchError(f"{option} does not apply to this {index_type} index "
                                   + (f"(its settings: {has})" if has else "(it has no search settings)"))
             if value < 1:

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from bench.experiments.same_question import best_threshold, f1, labelled_pairs
+from bench.experiments.same_question import best_threshold, labelled_pairs
+from retrieval.judgement import f1_at
 
 BACKBONE = "models/accurate/backbone"
 
@@ -95,7 +96,7 @@ def main() -> None:
         for positive in ({"PerfectMatch"}, {"PerfectMatch", "Relevant"}):
             y = {name: np.array([float(r in positive) for *_, r in pairs[name]]) for name in judged}
             dev_f1, threshold = best_threshold(judged["dev2016"], y["dev2016"])
-            test_f1 = f1(judged["test2016"], y["test2016"], threshold)
+            test_f1 = f1_at(judged["test2016"], y["test2016"], threshold)
             print(f"epoch {epoch} {'+'.join(sorted(positive))}: cross-encoder F1 dev {dev_f1:.3f}, "
                   f"test 2016 {test_f1:.3f} (threshold {threshold:.3f})", flush=True)
 

@@ -18,6 +18,7 @@ from scipy.optimize import minimize
 from core.cqa_questions import read_cqa_questions, read_split_questions
 from core.data_dir import resolve_data_dir
 from core.loader import load_encoder
+from retrieval.judgement import f1_at
 
 TEST_2016_WITH_LABELS = "semeval-cqa/SemEval2016-Task3-CQA-QL-test.xml"  # the input file has none
 PENALTIES = (1e-3, 1e-2, 1e-1)
@@ -52,15 +53,9 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, penalty: float) -> np.ndarray:
     return minimize(loss, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B").x
 
 
-def f1(scores: np.ndarray, y: np.ndarray, threshold: float) -> float:
-    predicted = scores >= threshold
-    hits = int(np.sum(predicted & (y == 1)))
-    return 0.0 if hits == 0 else 2 * hits / (int(predicted.sum()) + int(np.sum(y == 1)))
-
-
 def best_threshold(scores: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(best F1, its threshold) over every score as the threshold."""
-    return max((f1(scores, y, t), float(t)) for t in np.unique(scores))
+    return max((f1_at(scores, y, t), float(t)) for t in np.unique(scores))
 
 
 def main() -> None:
@@ -78,12 +73,12 @@ def main() -> None:
         test = y["test2016"]
         label = f"{' or '.join(sorted(positive))} ({int(test.sum())} of {len(test)} test pairs)"
         print(f"{label}: cosine threshold {threshold:.3f}, F1 dev {dev_f1:.3f}, test 2016 "
-              f"{f1(cosine['test2016'], y['test2016'], threshold):.3f}")
+              f"{f1_at(cosine['test2016'], y['test2016'], threshold):.3f}")
         heads = {penalty: fit_logistic(x["train"], y["train"], penalty) for penalty in PENALTIES}
         chosen = max(PENALTIES, key=lambda p: best_threshold(x["dev2016"] @ heads[p], y["dev2016"]))
         dev_f1, threshold = best_threshold(x["dev2016"] @ heads[chosen], y["dev2016"])
         print(f"  pair head (L2 {chosen:g}): F1 dev {dev_f1:.3f}, test 2016 "
-              f"{f1(x['test2016'] @ heads[chosen], y['test2016'], threshold):.3f}")
+              f"{f1_at(x['test2016'] @ heads[chosen], y['test2016'], threshold):.3f}")
 
 
 if __name__ == "__main__":
