@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import markdown_table
+from bench.harness import markdown_table
 from core.data_dir import resolve_data_dir
 from core.loader import load_encoder
 from indexer.build import IndexOptions, index_sources

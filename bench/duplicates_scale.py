@@ -3,7 +3,7 @@ index's nearest neighbours (never all pairs), on this machine's cores.
 
     .venv/bin/python -m bench.duplicates_scale [--model models/fast] [--size 100000] [--types flat hnsw]
 
-The questions are distinct conversation texts (``bench.common.conversation_texts``), dated one
+The questions are distinct conversation texts (``bench.harness.conversation_texts``), dated one
 after the other over 2024 so that ``--since`` can take the newest 1% (a moderator's daily run).
 Each index type's index is built once by ``index_sources`` and cached under
 ~/.cache/askalike/bench-duplicates (building is not timed: ``bench.index_build`` measures it).
@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import conversation_texts, markdown_table, write_section
+from bench.harness import conversation_texts, markdown_table, write_section
 from indexer.build import IndexOptions, index_sources
 from indexer.directory import open_index
 from retrieval.collection_duplicates import DEFAULT_NEIGHBOURS, duplicate_groups, questions_to_check

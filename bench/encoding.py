@@ -3,7 +3,7 @@ askalike model against all-MiniLM-L6-v2 run through sentence-transformers.
 
     .venv/bin/python -m bench.encoding --model models/fast [--model ...] [--threads 2] [--rounds 2]
 
-Every system runs in a fresh process under the same thread settings (``bench.common.thread_env
+Every system runs in a fresh process under the same thread settings (``bench.harness.thread_env
 (--threads)``, one thread a core by default: torch follows OMP_NUM_THREADS, askalike's numpy
 BLAS, and its ONNX Runtime sessions are given the same count). The systems alternate, round by
 round in an order that reverses (A B, B A, ...); each figure is the best of its rounds, and the
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from bench.common import (
+from bench.harness import (
     alternated,
     describe_threads,
     load_average,
@@ -98,7 +98,7 @@ def main() -> None:
             for system, figures in best.items()]
     order = " | ".join(" ".join(str(list(runs).index(system) + 1) for system in round_)
                        for round_ in alternated(list(runs), args.rounds))
-    body = (f"{len(texts):,} distinct real questions (`bench.common.real_questions`: every Qatar Living "
+    body = (f"{len(texts):,} distinct real questions (`bench.harness.real_questions`: every Qatar Living "
             "question of the CQA training and dev files, then questions from conversation turns; mean "
             f"{np.mean([len(t.split()) for t in texts]):.0f} words); batch size 1 on the first "
             f"{min(args.batch_one_questions, len(texts)):,}. Every system in a fresh process under "

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import markdown_table, real_questions, write_section
 from bench.encoding import sentences_per_second
+from bench.harness import markdown_table, real_questions, write_section
 from core.data_dir import resolve_data_dir
 from core.encoder import Encoder
 from core.loader import load_encoder

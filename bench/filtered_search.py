@@ -5,7 +5,7 @@ and 1,000, with the milliseconds a query takes.
     .venv/bin/python -m bench.filtered_search [--model models/fast] [--size 100000] \\
         [--types hnsw ivf ivfpq]
 
-Texts are distinct conversation texts (bench.common.conversation_texts), each in one of 1,000
+Texts are distinct conversation texts (bench.harness.conversation_texts), each in one of 1,000
 categories drawn at random, so that a filter on n categories passes about n / 1,000 of them;
 ``QUERIES`` texts held out are the queries. The collection is indexed once (flat), then each type
 is rebuilt from the stored vectors in the same directory (``askalike index --index-type``), so
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import conversation_texts, markdown_table, write_section
+from bench.harness import conversation_texts, markdown_table, write_section
 from indexer.build import IndexOptions, index_sources
 from indexer.vector_index import search_parameters
 from retrieval.fusion import SearchMode

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import machine, markdown_table, real_questions, write_section
+from bench.harness import machine, markdown_table, real_questions, write_section
 from bench.tune_speed import write_pairs
 from core.data_dir import resolve_data_dir
 

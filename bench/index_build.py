@@ -7,11 +7,11 @@ that cluster instead).
     .venv/bin/python -m bench.index_build --model runs/dan-conversations-nli/model [--sizes 10000 100000]
     .venv/bin/python -m bench.index_build --model models/fast --sizes 100000 --engines in-process ray
 
-Sizes above the 10,000 real questions repeat them with variations (bench.common.varied_questions).
+Sizes above the 10,000 real questions repeat them with variations (bench.harness.varied_questions).
 A run with one engine writes the section "Index build" of docs/benchmarks.md, one with several
 the section "Index build by engine".
 
-Thread settings (``bench.common.thread_env``), the same compute for each engine: the in-process
+Thread settings (``bench.harness.thread_env``), the same compute for each engine: the in-process
 engine runs one process at ``--threads`` threads (default one a core; its ONNX Runtime sessions
 are given that count); the ray engine runs its process, and the local Ray it starts, at one
 thread each, its tasks taking one CPU each (``--threads`` of them at once on a local Ray). Each
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
+from bench.harness import (
     alternated,
     describe_threads,
     load_average,

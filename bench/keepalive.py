@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import markdown_table
+from bench.harness import markdown_table
 from bench.serve import free_port, wait_until_up
 
 REQUESTS = (("GET", "/health", None), ("GET", "/search?q=renew+permit&k=5", None),

@@ -14,7 +14,7 @@ its default batch size, normalised) and adds the vectors to ``IndexFlatIP`` and 
 environment, ``--peer-python``; bench/txtai_peer.py) builds each type in its faiss backend with
 the same FAISS structure; it has no setting for HNSW's efConstruction or efSearch.
 
-The same thread settings for every system (``bench.common.thread_env``): builds at one thread a
+The same thread settings for every system (``bench.harness.thread_env``): builds at one thread a
 core, latency at one thread (askalike and sentence-transformers: the FAISS search of one encoded
 query at a time; txtai: its search of the text, query encoding included). The systems alternate,
 round by round in an order that reverses (A B C, C B A, ...); each time is the best of the
@@ -36,7 +36,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import (
+from bench.harness import (
     ROOT,
     alternated,
     describe_threads,

@@ -18,8 +18,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from bench.common import ROOT, markdown_table, real_questions, write_section
 from bench.encoding import askalike_model, sentence_transformers_minilm, sentences_per_second
+from bench.harness import ROOT, markdown_table, real_questions, write_section
 
 SHIPPED = ("models/accurate", "models/fast")
 PEER_BATCHES = (8, 32, 256)  # sentence-transformers' default is 32
@@ -112,7 +112,7 @@ def main() -> None:
     accurate_ratio = speeds["models/accurate"] / speeds[PEER]
     body = (f"Fresh processes, median of {args.repeats} runs after a warm-up; the imports alone take "
             f"{imports_cli:.2f} s (typer+rich) and {imports_query:.2f} s (numpy+faiss+sqlalchemy+typer). "
-            f"Search indexes: {len(texts):,} real questions (`bench.common.real_questions`), flat.\n\n"
+            f"Search indexes: {len(texts):,} real questions (`bench.harness.real_questions`), flat.\n\n"
             + markdown_table(["what", "measured", "target", ""], rows)
             + f"\n\nEncoding the first {len(encode_texts):,} of those questions, one process; the peer at "
             + ", ".join(f"batch {size}: {speed:,.0f}/s" for size, speed in peer_speeds.items())

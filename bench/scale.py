@@ -5,7 +5,7 @@ and p50/p99 latency per query after encoding.
     .venv/bin/python -m bench.scale [--model models/fast] [--sizes 100000 300000 1000000] \\
         [--types flat hnsw ivfpq] [--out docs/scale]
 
-Texts are the distinct inputs and responses of the conversation files (bench.common
+Texts are the distinct inputs and responses of the conversation files (bench.harness
 .conversation_texts); 1,000 of them, spread over the texts read, are held out as queries. Each
 index is built by ``index_sources`` (what ``askalike index`` runs, with the type's parameters
 chosen for the size) in a fresh process, whose own peak resident memory (VmHWM) is reported; its
@@ -31,7 +31,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.common import (
+from bench.harness import (
     ROOT,
     conversation_texts,
     markdown_table,

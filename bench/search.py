@@ -3,7 +3,7 @@ for each index type at 100k and 1M vectors, with bytes per vector on disk and in
 
     .venv/bin/python -m bench.search --model runs/dan-conversations-nli/model [--sizes 100000 1000000]
 
-Vectors are the model's embeddings of bench.common.varied_questions; the 1,000 queries are real
+Vectors are the model's embeddings of bench.harness.varied_questions; the 1,000 queries are real
 questions with a word dropped (near but not equal to a stored one). Parameters are the ones the
 indexer chooses for that size (indexer.index_types).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from bench.common import markdown_table, real_questions, recall_at_k, varied_questions, write_section
+from bench.harness import markdown_table, real_questions, recall_at_k, varied_questions, write_section
 from core.loader import load_encoder
 from indexer.index_types import INDEX_TYPES
 from indexer.vector_index import (

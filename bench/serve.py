@@ -7,7 +7,7 @@ latency with N concurrent clients, idle and while a writer adds questions throug
 
 What is the same for every system (issue 55):
 
-- threads: every server process runs under ``bench.common.thread_env(1)`` (one compute thread a
+- threads: every server process runs under ``bench.harness.thread_env(1)`` (one compute thread a
   worker: OpenMP, MKL, OpenBLAS, and so torch; tokenizers' pool off), the setting
   ``askalike serve`` pins its own workers to;
 - workers: each system at each count of ``--workers`` (default: one a core, and 1), except
@@ -22,7 +22,7 @@ What is the same for every system (issue 55):
   ``--peer-modes`` (dense: its plain index; hybrid: an index with its BM25 beside it);
 - order and load: all servers are up at once, each on its own copy of its index; at each level
   (clients, idle or writing) the systems run one after another, in an order that reverses from
-  one level to the next (``bench.common.alternated``), and each row carries the 1-minute load
+  one level to the next (``bench.harness.alternated``), and each row carries the 1-minute load
   average when it started.
 
 Each client sends one search at a time (GET /search, k=10) and the next as soon as the answer is
@@ -59,7 +59,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import numpy as np
 
-from bench.common import (
+from bench.harness import (
     ROOT,
     alternated,
     describe_threads,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import ROOT, markdown_table, write_section
+from bench.harness import ROOT, markdown_table, write_section
 from core.data_dir import resolve_data_dir
 from train.config import load_config
 from train.corpus import TrainingData, conversation_pairs

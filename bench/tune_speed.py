@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import markdown_table, write_section
+from bench.harness import markdown_table, write_section
 from core.data_dir import resolve_data_dir
 from core.ood_evaluation import OOD_DOMAINS, domain_part
 from train.pair_tuning import TuneSettings, tune

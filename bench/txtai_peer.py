@@ -16,7 +16,7 @@ each); ``--content`` stores the texts (txtai's ``content: true``), as its API se
 ``search`` loads an index and searches the queries one at a time (txtai's search of a text:
 encoding included). Each prints one line of JSON: build seconds and peak RSS, or p50/p99 ms and
 the positions of the texts each query found (``found``).
-The caller sets the threads (bench.common.thread_env) in the environment.
+The caller sets the threads (bench.harness.thread_env) in the environment.
 """
 
 import argparse
@@ -31,7 +31,7 @@ from txtai import Embeddings
 
 
 def peak_rss_mib() -> float:
-    """This process's own peak (VmHWM: ru_maxrss would carry the parent's over; bench.common)."""
+    """This process's own peak (VmHWM: ru_maxrss would carry the parent's over; bench.harness)."""
     match = re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text())
     return int(match.group(1)) / 1024 if match else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 

@@ -67,8 +67,8 @@ def test_a_regression_share_without_scored_pairs_is_refused_when_the_tasks_are_b
     import numpy as np
 
     from train.corpus import TrainingData
+    from train.multitask import training_tasks
     from train.task_inputs import TaskInputs
-    from train.tasks import training_tasks
 
     config = parse_config({"name": "x", "training": {"sts_ratio": 0.2}})
     inputs = TaskInputs([], None, np.arange(0), None)

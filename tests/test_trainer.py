@@ -21,8 +21,8 @@ from core.text import Vocabulary
 from train.config import ConfigError, parse_config
 from train.corpus import TrainingData, conversation_pairs, load_training_data
 from train.evaluation import response_precision
+from train.multitask import ResponseSelection
 from train.seed_average import train_seed_average
-from train.tasks import ResponseSelection
 from train.trained_model import load_model, save_model
 from train.trainer import Trainer
 

@@ -44,7 +44,7 @@ from train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from train.corpus import Pair, TrainingData
 from train.distillation import teacher_vectors, write_distillation_texts
 from train.modules import EncoderModule
-from train.tasks import STS_SCALE
+from train.multitask import STS_SCALE
 from train.trained_model import load_model
 from train.trainer import Trainer
 

@@ -3,7 +3,7 @@ step: the sample of texts to distill with their teacher vectors (computed once, 
 run directory or read from an earlier run's), and the forum questions' listwise candidate lists.
 
 A new task that needs such inputs gets a field in ``TaskInputs`` and its preparation here;
-``train.tasks.training_tasks`` hands them to the task.
+``train.multitask.training_tasks`` hands them to the task.
 """
 
 from __future__ import annotations

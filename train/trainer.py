@@ -34,8 +34,8 @@ from train.config import TrainConfig, parse_config
 from train.corpus import TrainingData, load_training_data
 from train.devices import torch_device
 from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule, VocabularyModule
+from train.multitask import Batch, Task, training_model, training_tasks
 from train.task_inputs import distillation_sample, task_inputs
-from train.tasks import Batch, Task, training_model, training_tasks
 from train.teacher_init import initialise_from_teacher
 from train.trained_model import TrainedModel, load_model, save_model
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.common import real_questions
 from bench.encoding import sentence_transformers_minilm, sentences_per_second
+from bench.harness import real_questions
 from core.data_dir import resolve_data_dir
 from core.datasets import read_sts_benchmark, stsb_path
 from core.sts_evaluation import evaluate_sts

@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from bench.common import real_questions
+from bench.harness import real_questions
 from core.loader import load_encoder
 from core.model_dir import shipped_model
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import real_questions, run_child
+from bench.harness import real_questions, run_child
 from core.data_dir import resolve_data_dir
 from core.encoder import Encoder
 from core.loader import load_encoder
