@@ -36,14 +36,13 @@ from core.encoder import Encoder
 from core.errors import UserError
 from core.loader import load_encoder
 from core.model_dir import (
-    DEFAULT_MODEL,
     PRETRAINED_PREFIX,
     EncoderIdentity,
     weights_fingerprint,
 )
 from indexer.choices import Engine, OnError
 from indexer.database import StoreError, masked_url
-from indexer.directory import recorded_model, resolve_database, resolved_index_type
+from indexer.directory import model_for_index, resolve_database, resolved_index_type
 from indexer.embedding import EmbeddingEngine, InProcessEngine
 from indexer.index_type_choice import require_index_type, resolve_index_type
 from indexer.index_types import IndexBuildError
@@ -433,8 +432,8 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
     problems: list[DataError] = []
     manifest = read_manifest(index_dir) if index_dir.is_dir() else None
     url = database or default_database_url(index_dir)
-    report = IndexReport(str(index_dir), masked_url(url),
-                         model or (manifest.encoder.model if manifest else DEFAULT_MODEL), dry_run=True)
+    spec = model_for_index(index_dir, model, manifest.encoder if manifest else None)
+    report = IndexReport(str(index_dir), masked_url(url), spec, dry_run=True)
     if manifest is None:  # a new index: every question would be added
         if options.replaces is not None:
             _replacing(files, [], options.replaces)
@@ -568,7 +567,7 @@ def _index_locked(index_dir: Path, files: list[tuple[str, SourceFile]], model: s
     with Store(database) as store:
         store.require_owner(this_index)  # claimed once the run can go ahead
         recorded = store.encoder()
-        spec = model or (recorded_model(index_dir, recorded) if recorded else DEFAULT_MODEL)
+        spec = model_for_index(index_dir, model, recorded)
         problems: list[DataError] = []
         survey = IndexReport(str(index_dir), masked_url(database), spec)
         named = files

@@ -17,7 +17,7 @@ import numpy as np
 from core.encoder import Encoder
 from core.lexical import LexicalIndex
 from core.loader import load_encoder
-from core.model_dir import EncoderIdentity, pretrained_name, weights_fingerprint
+from core.model_dir import DEFAULT_MODEL, EncoderIdentity, pretrained_name, weights_fingerprint
 from core.text import join_subject_body
 from indexer.choices import DATABASE_ENV_VAR
 from indexer.database import StoreError, absolute_sqlite_url, masked_url
@@ -48,7 +48,16 @@ from indexer.sync import sync_vector_index
 from indexer.vector_index import HeldVectors, index_ids
 
 
-def recorded_model(index_dir: Path, encoder: EncoderIdentity) -> str:
+def model_for_index(index_dir: Path, named: str | None, recorded: EncoderIdentity | None) -> str:
+    """The one rule for which model embeds an index's questions and its queries (index runs, their
+    dry runs, searches, duplicates): the model named (``--model``), else the one the index was
+    built with, else the default model for a new index."""
+    if named:
+        return named
+    return _recorded_model(index_dir, recorded) if recorded is not None else DEFAULT_MODEL
+
+
+def _recorded_model(index_dir: Path, encoder: EncoderIdentity) -> str:
     """The model an index was built with, where it was recorded; when that directory is gone, an
     IndexDirectoryError saying how to tell the index its new place (``askalike index --model
     NEWPATH`` finds it again by its weights, see ``Store.bind_encoder``)."""

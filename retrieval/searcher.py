@@ -34,7 +34,7 @@ from core.model_dir import (
 )
 from core.similarity import require_text
 from core.sorted_ids import find_sorted
-from indexer.directory import OpenIndex, open_index, recorded_model
+from indexer.directory import OpenIndex, model_for_index, open_index
 from indexer.index_types import named_index_type
 from indexer.manifest import load_lexical
 from indexer.source_identity import source_labels
@@ -257,7 +257,7 @@ class Searcher:
         identity = manifest.encoder
 
         try:
-            spec = model or recorded_model(index_dir, identity)
+            spec = model_for_index(index_dir, model, identity)
             # the settings each search starts from (query_settings raises them for k and filters)
             self.parameters = (manifest.parameters if settings is None
                                else settings.applied(manifest.index_type, manifest.parameters))

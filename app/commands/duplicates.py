@@ -116,7 +116,7 @@ def duplicates(
     Duplicates are judged by meaning only, on the vectors stored with the index: no model is
     loaded, and BM25 plays no part (its scores have no scale that one threshold could mean)."""
     from core.files import require_output_file, write_text_atomically
-    from indexer.directory import open_index, recorded_model
+    from indexer.directory import model_for_index, open_index
     from indexer.source_identity import source_labels
     from retrieval.collection_duplicates import duplicate_groups
     from retrieval.judgement import SAME_QUESTION, model_judge
@@ -129,7 +129,7 @@ def duplicates(
             require_output_file(out)
         index = open_index(index_dir, database)
         try:
-            judge = model_judge(recorded_model(index_dir, index.manifest.encoder))
+            judge = model_judge(model_for_index(index_dir, None, index.manifest.encoder))
             find = partial(duplicate_groups, index, judge, threshold, since, date_order=date_format,
                            neighbours=neighbours, search=neighbour_search(index, device))
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
