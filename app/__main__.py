@@ -1,3 +1,3 @@
-from app.cli import main
+from askalike.app.cli import main
 
 main()

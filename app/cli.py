@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from app.commands import (  # noqa: F401 (register)
+from askalike.app.commands import (  # noqa: F401 (register)
     calibrate,
     duplicates,
     evaluation,
@@ -18,9 +18,9 @@ from app.commands import (  # noqa: F401 (register)
     tune,
     verdicts,
 )
-from app.errors import message_line
-from app.options import app
-from app.output import stderr
+from askalike.app.errors import message_line
+from askalike.app.options import app
+from askalike.app.output import stderr
 
 __all__ = ["app", "main"]
 

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.model_specs import with_onnx_export
-from core.devices import Device, gpu_possible
-from core.extras import missing_training_modules, require_training
+from askalike.app.model_specs import with_onnx_export
+from askalike.core.devices import Device, gpu_possible
+from askalike.core.extras import missing_training_modules, require_training
 
 if TYPE_CHECKING:
     import torch
 
-    from core.encoder import Encoder
-    from indexer.directory import OpenIndex
-    from retrieval.collection_duplicates import NeighbourSearch
+    from askalike.core.encoder import Encoder
+    from askalike.indexer.directory import OpenIndex
+    from askalike.retrieval.collection_duplicates import NeighbourSearch
 
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where to compute: auto (a GPU where torch sees one, else the CPU), cpu or "
@@ -32,7 +32,7 @@ def gpu_device(device: Device) -> torch.device | None:
     if not gpu_possible(device) or (device is Device.auto and missing_training_modules()):
         return None  # without the training extra, auto is the CPU
     require_training("--device cuda")
-    from train.devices import torch_device
+    from askalike.train.devices import torch_device
 
     chosen = torch_device(device)
     return chosen if chosen.type == "cuda" else None
@@ -42,15 +42,15 @@ def embedding_encoder(spec: str, device: Device, threads: int | None = None) -> 
     """The encoder that embeds many texts with model ``spec``: on a GPU a transformer runs in
     torch (``train.torch_encoder``); elsewhere, and for a model that runs in numpy (a DAN, for
     which ``cuda`` is only checked), the encoder every query uses (``core.loader``)."""
-    from core.loader import EXPORTED_KINDS, load_encoder
-    from core.model_dir import pretrained_name, read_model_config
+    from askalike.core.loader import EXPORTED_KINDS, load_encoder
+    from askalike.core.model_dir import pretrained_name, read_model_config
 
     spec = with_onnx_export(spec)
     transformer = pretrained_name(spec) is not None or read_model_config(Path(spec))["kind"] in EXPORTED_KINDS
     gpu = gpu_device(device) if transformer or device is Device.cuda else None
     if gpu is None or not transformer:
         return load_encoder(spec, threads=threads)
-    from train.torch_encoder import TorchEncoder
+    from askalike.train.torch_encoder import TorchEncoder
 
     return TorchEncoder.of_model(spec, gpu)
 
@@ -61,13 +61,13 @@ def neighbour_search(index: OpenIndex, device: Device) -> NeighbourSearch:
     the stored vectors in torch on a GPU, else the index's own FAISS index on the CPU."""
     if not gpu_possible(device):
         return index.faiss
-    from indexer.vector_index import gpu_copy
+    from askalike.indexer.vector_index import gpu_copy
 
     if (on_gpu := gpu_copy(index.faiss)) is not None:
         return on_gpu
     gpu = gpu_device(device)
     if gpu is None:
         return index.faiss
-    from train.gpu_search import ExactSearch
+    from askalike.train.gpu_search import ExactSearch
 
     return ExactSearch.of_chunks(index.store.vectors(index.manifest.encoder.dim), gpu)

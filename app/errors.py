@@ -8,10 +8,10 @@ from contextlib import contextmanager
 import typer
 from rich.text import Text
 
-from app.output import stderr
-from app.safe_text import printable
-from core.credentials import masked_text
-from core.errors import UserError
+from askalike.app.output import stderr
+from askalike.app.safe_text import printable
+from askalike.core.credentials import masked_text
+from askalike.core.errors import UserError
 
 
 def message_line(label: str, message: str, style: str = "red") -> Text:

@@ -7,11 +7,11 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from app.output import markup_safe
-from app.safe_text import printable
+from askalike.app.output import markup_safe
+from askalike.app.safe_text import printable
 
 if TYPE_CHECKING:
-    from retrieval.searcher import SearchResult
+    from askalike.retrieval.searcher import SearchResult
 
 
 def similarity_bar(fraction: float, width: int = 10) -> str:

@@ -3,13 +3,13 @@ written once where it is missing."""
 
 from __future__ import annotations
 
-from app.output import plain, stderr
-from core.extras import require_training
+from askalike.app.output import plain, stderr
+from askalike.core.extras import require_training
 
 
 def shipped_models(spec: str | list[str] | None) -> str | list[str] | None:
     """A ``--model`` callback: the shipped models by name (``fast``, ``accurate``) from any directory."""
-    from core.model_dir import shipped_model
+    from askalike.core.model_dir import shipped_model
 
     if isinstance(spec, list):
         return [shipped_model(item) for item in spec]
@@ -21,11 +21,11 @@ def with_onnx_export(spec: str) -> str:
     its ONNX export, or a ``pretrained:NAME`` peer on first use, is exported now (the one step of
     a query command that needs torch, once per model). Every command that takes ``--model``
     passes it through here before the library loads the encoder."""
-    from core.loader import export_missing
+    from askalike.core.loader import export_missing
 
     if export_missing(spec) is not None:
         require_training(f"exporting {spec} to ONNX (once, for queries)")
-        from train.trained_model import export_once
+        from askalike.train.trained_model import export_once
 
         stderr.print(plain(f"exporting {spec} to ONNX (once; queries then run without torch)…"))
         export_once(spec)

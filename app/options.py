@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from app.errors import user_errors
-from app.model_specs import shipped_models
-from app.safe_text import printable
-from core.data_dir import DATA_ENV_VAR
-from core.dates import DateOrder
-from core.errors import UserError
-from core.numbers import decimal, integer
-from indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
-from retrieval.fusion import SearchMode
+from askalike.app.errors import user_errors
+from askalike.app.model_specs import shipped_models
+from askalike.app.safe_text import printable
+from askalike.core.data_dir import DATA_ENV_VAR
+from askalike.core.dates import DateOrder
+from askalike.core.errors import UserError
+from askalike.core.numbers import decimal, integer
+from askalike.indexer.choices import DATABASE_ENV_VAR, INDEX_ENV_VAR
+from askalike.retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     import click

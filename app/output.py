@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from app.safe_text import printable
+from askalike.app.safe_text import printable
 
 stderr = Console(stderr=True)
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from app.output import stderr
+from askalike.app.output import stderr
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -13,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
-from indexer.layout import default_database_url
-from indexer.source_identity import source_labels
+from askalike.core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
+from askalike.indexer.layout import default_database_url
+from askalike.indexer.source_identity import source_labels
 
 if TYPE_CHECKING:
-    from indexer.build import IndexReport
+    from askalike.indexer.build import IndexReport
 
 SOURCES_NAMED = 5  # sources a summary names (--json lists them all)
 PERCENT_FIGURES = ("map", "avgrec", "mrr")  # ranking figures shown x100 (MRR already is)

@@ -23,15 +23,15 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, SelectionList, Static
 
-from app.hits import question_markup, result_row
-from app.output import markup_safe
-from app.safe_text import printable
-from core.credentials import masked_text
-from core.errors import UserError
-from retrieval.fusion import SearchMode
-from retrieval.judgement import SEARCH_MIN_MATCH
-from retrieval.results import Shown
-from retrieval.searcher import Searcher, SearchFilters, SearchResult, where_filters
+from askalike.app.hits import question_markup, result_row
+from askalike.app.output import markup_safe
+from askalike.app.safe_text import printable
+from askalike.core.credentials import masked_text
+from askalike.core.errors import UserError
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.judgement import SEARCH_MIN_MATCH
+from askalike.retrieval.results import Shown
+from askalike.retrieval.searcher import Searcher, SearchFilters, SearchResult, where_filters
 
 DEBOUNCE_S = 0.3
 HELP = """\

@@ -1,0 +1,15 @@
+"""Benchmarks and experiments, run from the checkout (``python -m bench.NAME``).
+
+Where the project is not installed (a bare copy of the checkout, as on a lent GPU machine), the
+package ``askalike`` is mapped onto the checkout's folders here, as the editable install maps it,
+so that ``askalike.core`` is ``core/``."""
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+if importlib.util.find_spec("askalike") is None:
+    _checkout = types.ModuleType("askalike")
+    _checkout.__path__ = [str(Path(__file__).resolve().parents[1])]
+    sys.modules["askalike"] = _checkout

@@ -29,15 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.loader import load_encoder
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.directory import open_index
+from askalike.retrieval.calibration import JudgedPair, cqa_pairs, fit_on_cqa, pair_cosines
+from askalike.retrieval.collection_duplicates import Pair, centred_groups, similar_pairs
+from askalike.retrieval.cqa_runs import CqaSplit, load_cqa_split
+from askalike.retrieval.judgement import SAME_QUESTION, SameQuestionJudge, calibration_error, f1_at
 from bench.harness import markdown_table
-from core.data_dir import resolve_data_dir
-from core.loader import load_encoder
-from indexer.build import IndexOptions, index_sources
-from indexer.directory import open_index
-from retrieval.calibration import JudgedPair, cqa_pairs, fit_on_cqa, pair_cosines
-from retrieval.collection_duplicates import Pair, centred_groups, similar_pairs
-from retrieval.cqa_runs import CqaSplit, load_cqa_split
-from retrieval.judgement import SAME_QUESTION, SameQuestionJudge, calibration_error, f1_at
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-duplicates" / "cqa"
 SPLITS = ("dev2016", "test2016", "test2017")

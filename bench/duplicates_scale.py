@@ -25,11 +25,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.directory import open_index
+from askalike.retrieval.collection_duplicates import DEFAULT_NEIGHBOURS, duplicate_groups, questions_to_check
+from askalike.retrieval.judgement import SAME_QUESTION, model_judge
 from bench.harness import conversation_texts, markdown_table, write_section
-from indexer.build import IndexOptions, index_sources
-from indexer.directory import open_index
-from retrieval.collection_duplicates import DEFAULT_NEIGHBOURS, duplicate_groups, questions_to_check
-from retrieval.judgement import SAME_QUESTION, model_judge
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-duplicates"
 FIRST_DAY = datetime(2024, 1, 1, tzinfo=UTC)

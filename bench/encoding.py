@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from askalike.core.model_dir import PRETRAINED
 from bench.harness import (
     alternated,
     describe_threads,
@@ -29,7 +30,6 @@ from bench.harness import (
     run_child,
     write_section,
 )
-from core.model_dir import PRETRAINED
 
 Encode = Callable[[Sequence[str], int], np.ndarray]
 PEER = "all-MiniLM-L6-v2 (sentence-transformers)"
@@ -52,7 +52,7 @@ def sentence_transformers_minilm() -> Encode:
 
 
 def askalike_model(spec: str, threads: int) -> Encode:
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     encoder = load_encoder(spec, threads=threads)
     return lambda texts, batch_size: encoder.encode(texts, batch_size=batch_size)

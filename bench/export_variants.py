@@ -17,18 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.encoder import Encoder
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ONNX_FILE
+from askalike.core.sts_evaluation import evaluate_stsb
+from askalike.retrieval.cqa_runs import load_cqa_split
+from askalike.retrieval.model_card import cqa_map
+from askalike.retrieval.reranker import Reranker
+from askalike.train.onnx_export import quantizable_nodes, quantize_nodes
+from askalike.train.trained_model import export_model
 from bench.encoding import sentences_per_second
 from bench.harness import markdown_table, real_questions, write_section
-from core.data_dir import resolve_data_dir
-from core.encoder import Encoder
-from core.loader import load_encoder
-from core.model_dir import ONNX_FILE
-from core.sts_evaluation import evaluate_stsb
-from retrieval.cqa_runs import load_cqa_split
-from retrieval.model_card import cqa_map
-from retrieval.reranker import Reranker
-from train.onnx_export import quantizable_nodes, quantize_nodes
-from train.trained_model import export_model
 
 VARIANTS = {  # roles in int8; the fused attention takes the query/key/value projection
     "fp32": (),

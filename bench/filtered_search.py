@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.vector_index import search_parameters
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.searcher import Searcher, SearchFilters
 from bench.harness import conversation_texts, markdown_table, write_section
-from indexer.build import IndexOptions, index_sources
-from indexer.vector_index import search_parameters
-from retrieval.fusion import SearchMode
-from retrieval.searcher import Searcher, SearchFilters
 
 QUERIES = 50
 CATEGORIES = 1000

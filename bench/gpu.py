@@ -5,7 +5,7 @@ CUDA to the end with their models answering on the CPU.
 Three steps, since the GPU machine reaches no data and holds nothing between calls:
 
     python -m bench.gpu prepare .device/inputs              # here: the texts and pairs it reads
-    python -m bench.gpu run .device/inputs --out results.json   # there (PYTHONPATH=.)
+    python -m bench.gpu run .device/inputs --out results.json   # there, from the bare copy
     python -m bench.gpu report results.json                 # here: docs/benchmarks.md
 
 ``run`` does each part it can: the index run needs FAISS and SQLAlchemy (carried as wheels where
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from askalike.core.data_dir import resolve_data_dir
 from bench.harness import machine, markdown_table, real_questions, write_section
 from bench.tune_speed import write_pairs
-from core.data_dir import resolve_data_dir
 
 QUESTIONS = "questions.txt.gz"
 PAIRS = "pairs.csv"
@@ -44,8 +44,8 @@ def prepare(directory: Path, questions: int, pairs: int, dialogues: int) -> None
     """The inputs of ``run``, from the data directory: real questions, the labelled pairs that
     bench.tune_speed tunes on (topped up with STS Benchmark train pairs scored 4 or more, alike,
     or 1 or less, not alike), and task-dialogue pairs (SGD) to train a small transformer on."""
-    from core.datasets import read_sts_benchmark, stsb_path
-    from train.corpus import conversation_pairs
+    from askalike.core.datasets import read_sts_benchmark, stsb_path
+    from askalike.train.corpus import conversation_pairs
 
     directory.mkdir(parents=True, exist_ok=True)
     data_dir = resolve_data_dir()
@@ -76,8 +76,8 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
 def embedding(model: str, texts: list[str], gpu: Any) -> dict[str, Any]:
     """Texts a second: ONNX Runtime on the CPU (all cores, and 2 threads) on a sample, torch on
     the GPU on all of them (after a warm-up batch); their vectors' agreement on the sample."""
-    from core.loader import load_encoder
-    from train.torch_encoder import TorchEncoder
+    from askalike.core.loader import load_encoder
+    from askalike.train.torch_encoder import TorchEncoder
 
     sample = texts[:CPU_SAMPLE]
     figures: dict[str, Any] = {"texts": len(texts), "cpu_sample": len(sample)}
@@ -95,11 +95,11 @@ def embedding(model: str, texts: list[str], gpu: Any) -> dict[str, Any]:
 def index_run(model: str, texts: list[str], gpu: Any, work: Path) -> dict[str, Any]:
     """``askalike index`` of the texts with the torch encoder on the GPU (the index command's
     ``--device cuda``), timed whole; its stored vectors against ONNX Runtime's on a sample."""
-    from core.loader import load_encoder
-    from core.text import join_subject_body
-    from indexer.build import IndexOptions, index_sources
-    from indexer.directory import open_index
-    from train.torch_encoder import TorchEncoder
+    from askalike.core.loader import load_encoder
+    from askalike.core.text import join_subject_body
+    from askalike.indexer.build import IndexOptions, index_sources
+    from askalike.indexer.directory import open_index
+    from askalike.train.torch_encoder import TorchEncoder
 
     source = work / "questions.jsonl"
     source.write_text("".join(json.dumps({"id": f"q{i}", "subject": text}) + "\n"
@@ -125,8 +125,8 @@ def grouping(gpu: Any, count: int, dim: int = 384) -> dict[str, Any]:
     at cosine about 0.95), as ``duplicates`` finds them: each vector's 11 nearest by exact search
     on the GPU, the pairs at 0.9 or more scored and grouped around centres. The CPU's exact search
     (numpy, every core) answers a sample of queries, timed and compared."""
-    from retrieval.collection_duplicates import Pair, candidate_pairs, centred_groups
-    from train.gpu_search import ExactSearch
+    from askalike.retrieval.collection_duplicates import Pair, candidate_pairs, centred_groups
+    from askalike.train.gpu_search import ExactSearch
 
     generator = np.random.default_rng(53)
     planted = count // 20
@@ -174,10 +174,10 @@ def tuning(model: str, pairs: Path, gpu: Any, work: Path) -> dict[str, Any]:
     """``askalike tune MODEL --pairs FILE --device cuda`` timed whole (reading, dev figures,
     training, saving, the ONNX export); the tuned model then answers on the CPU (ONNX Runtime)
     and on the GPU with the same vectors."""
-    from core.devices import Device
-    from core.loader import load_encoder
-    from train.pair_tuning import TuneSettings, tune
-    from train.torch_encoder import TorchEncoder
+    from askalike.core.devices import Device
+    from askalike.core.loader import load_encoder
+    from askalike.train.pair_tuning import TuneSettings, tune
+    from askalike.train.torch_encoder import TorchEncoder
 
     figures: dict[str, Any] = {}
     for mixed in (True, False):  # bf16 autocast (the trainer's default on a GPU), then float32
@@ -201,12 +201,12 @@ def training(inputs: Path, gpu: Any, work: Path) -> dict[str, Any]:
     """A small transformer (the project's own kind, Yang et al.'s response objective) trained on
     the GPU from scratch for 300 steps on task dialogues, saved with its ONNX export, which then
     answers on the CPU as the GPU's torch model does."""
-    from core.devices import Device
-    from core.loader import load_encoder
-    from train.config import parse_config
-    from train.corpus import TrainingData
-    from train.torch_encoder import TorchEncoder
-    from train.trainer import Trainer
+    from askalike.core.devices import Device
+    from askalike.core.loader import load_encoder
+    from askalike.train.config import parse_config
+    from askalike.train.corpus import TrainingData
+    from askalike.train.torch_encoder import TorchEncoder
+    from askalike.train.trainer import Trainer
 
     with gzip.open(inputs / DIALOGUES, "rt", encoding="utf-8", newline="") as handle:
         pairs = [(row[0], row[1]) for row in csv.reader(handle, delimiter="\t")]
@@ -236,7 +236,7 @@ def run(inputs: Path, model: str, out: Path, count: int, vectors: int, parts: li
     ``out`` as soon as it ends."""
     import torch
 
-    from train.trained_model import export_once
+    from askalike.train.trained_model import export_once
 
     gpu = torch.device(device)
     results: dict[str, Any] = {"machine": machine(), "measured": datetime.now(UTC).isoformat(),

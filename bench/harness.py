@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from core.cqa_questions import read_cqa_collection
-from core.data_dir import resolve_data_dir
-from core.datasets import read_conversations
+from askalike.core.cqa_questions import read_cqa_collection
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.datasets import read_conversations
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "benchmarks.md"

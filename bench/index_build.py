@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.choices import Engine
 from bench.harness import (
     alternated,
     describe_threads,
@@ -40,8 +42,6 @@ from bench.harness import (
     varied_questions,
     write_section,
 )
-from indexer.build import IndexOptions, index_sources
-from indexer.choices import Engine
 
 
 def engine_threads(engine: Engine, threads: int) -> int:

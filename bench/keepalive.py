@@ -44,8 +44,9 @@ def medians(port: int, count: int) -> list[float]:
 def served(index: Path, workers: int, count: int, log: Path) -> list[float]:
     port = free_port()
     with log.open("w") as output:
-        server = subprocess.Popen([sys.executable, "-m", "app", "serve", "--index", str(index), "--port",
-                                   str(port), "--workers", str(workers)], stdout=output, stderr=output)
+        command = [sys.executable, "-m", "askalike.app", "serve", "--index", str(index), "--port", str(port),
+                   "--workers", str(workers)]
+        server = subprocess.Popen(command, stdout=output, stderr=output)
     try:
         wait_until_up(f"http://127.0.0.1:{port}/ready", server, log, timeout_s=300)
         return medians(port, count)

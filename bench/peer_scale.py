@@ -36,6 +36,8 @@ from typing import Any
 import faiss
 import numpy as np
 
+from askalike.core.model_dir import PRETRAINED
+from askalike.indexer.index_types import INDEX_TYPES
 from bench.harness import (
     ROOT,
     alternated,
@@ -48,8 +50,6 @@ from bench.harness import (
     write_section,
 )
 from bench.scale import K, build_in_child, latencies_ms, measure, split_texts
-from core.model_dir import PRETRAINED
-from indexer.index_types import INDEX_TYPES
 
 PEER_MODEL = "all-MiniLM-L6-v2"
 PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
@@ -194,7 +194,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(build_sentence_transformers(args.child, args.out, args.types)))
         return
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     corpus, query_texts = split_texts(args.size)
     corpus = corpus[: args.size]

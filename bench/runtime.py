@@ -29,8 +29,8 @@ QUERIES = ["how do i renew my residence permit", "cheap second hand car", "good 
            "exit permit for my wife", "driving licence transfer from india"]
 FIRST_FRAME = textwrap.dedent("""
     import sys
-    from app.tui import SearchApp
-    from retrieval.searcher import Searcher
+    from askalike.app.tui import SearchApp
+    from askalike.retrieval.searcher import Searcher
 
     async def leave(pilot):
         await pilot.pause()  # the first frame is composed and painted
@@ -57,7 +57,7 @@ def python(*code_or_args: str) -> list[str]:
 
 
 def build_index(directory: Path, model: str, texts: list[str]) -> None:
-    from indexer.build import IndexOptions, index_sources
+    from askalike.indexer.build import IndexOptions, index_sources
 
     source = directory / "questions.txt"
     source.write_text("\n".join(text.replace("\n", " ") for text in texts) + "\n")
@@ -79,7 +79,7 @@ def main() -> None:
 
     imports_cli = median_seconds(python("-c", "import typer, rich.console"), args.repeats)
     imports_query = median_seconds(python("-c", "import numpy, faiss, sqlalchemy, typer"), args.repeats)
-    help_s = median_seconds(python("-m", "app", "--help"), args.repeats)
+    help_s = median_seconds(python("-m", "askalike.app", "--help"), args.repeats)
     report("`askalike --help`", help_s, f"<= 0.3 s and <= 3x typer+rich ({3 * imports_cli:.2f} s)",
            help_s <= min(0.3, 3 * imports_cli))
     with tempfile.TemporaryDirectory() as scratch:
@@ -88,7 +88,8 @@ def main() -> None:
             directory.mkdir()
             build_index(directory, model, texts)
             index = str(directory / "index")
-            searches = [median_seconds(python("-m", "app", "search", query, "--index", index, "--json"), 1)
+            searches = [median_seconds(python("-m", "askalike.app", "search", query, "--index", index,
+                                              "--json"), 1)
                         for query in QUERIES[: args.repeats]]
             search_s = statistics.median(searches)
             bound = 1.5 if model.endswith("accurate") else 1.0

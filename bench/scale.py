@@ -31,6 +31,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from askalike.indexer.index_type_choice import auto_index_type
 from bench.harness import (
     ROOT,
     conversation_texts,
@@ -40,7 +41,6 @@ from bench.harness import (
     run_child,
     write_section,
 )
-from indexer.index_type_choice import auto_index_type
 
 QUERIES = 1000
 K = 10
@@ -56,7 +56,7 @@ def build_in_child(source: Path, index_dir: Path, model: str, index_type: str,
 
 
 def child_main(index_dir: Path, source: Path, model: str, index_type: str) -> None:
-    from indexer.build import IndexOptions, index_sources
+    from askalike.indexer.build import IndexOptions, index_sources
 
     started = time.perf_counter()
     report = index_sources(index_dir, [source], model,
@@ -83,7 +83,7 @@ def latencies_ms(index: faiss.Index, queries: np.ndarray) -> tuple[float, float,
 
 def measure(index_dir: Path, queries: np.ndarray, exact: np.ndarray | None) -> dict[str, Any]:
     """Size, latency and recall of a built index (exact None: this is the exact one)."""
-    from indexer.manifest import load_faiss, read_manifest
+    from askalike.indexer.manifest import load_faiss, read_manifest
 
     manifest = read_manifest(index_dir)
     index = load_faiss(index_dir, manifest)
@@ -227,7 +227,7 @@ def main() -> None:
     if args.report:
         report(args.out / "scale.json")
         return
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     corpus, query_texts = split_texts(max(args.sizes))
     queries = load_encoder(args.model).encode(query_texts)

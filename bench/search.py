@@ -20,10 +20,9 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from bench.harness import markdown_table, real_questions, recall_at_k, varied_questions, write_section
-from core.loader import load_encoder
-from indexer.index_types import INDEX_TYPES
-from indexer.vector_index import (
+from askalike.core.loader import load_encoder
+from askalike.indexer.index_types import INDEX_TYPES
+from askalike.indexer.vector_index import (
     build_index,
     configure_search,
     read_index,
@@ -31,6 +30,7 @@ from indexer.vector_index import (
     training_size,
     write_index,
 )
+from bench.harness import markdown_table, real_questions, recall_at_k, varied_questions, write_section
 
 QUERIES = 1000
 K = 10
@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 def resident():
     return int(Path("/proc/self/statm").read_text().split()[1]) * 4096
-from indexer.vector_index import read_index
+from askalike.indexer.vector_index import read_index
 before = resident()
 index = read_index(Path(sys.argv[1]))
 print(resident() - before)

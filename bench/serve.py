@@ -59,6 +59,8 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import numpy as np
 
+from askalike.core.model_dir import PRETRAINED
+from askalike.indexer.index_types import Hnsw
 from bench.harness import (
     ROOT,
     alternated,
@@ -69,8 +71,6 @@ from bench.harness import (
     thread_env,
     write_section,
 )
-from core.model_dir import PRETRAINED
-from indexer.index_types import Hnsw
 
 CACHE = Path.home() / ".cache" / "askalike" / "bench-serve"
 KEY = "bench-serve-key-0123456789abcdef"
@@ -220,7 +220,7 @@ def cached_index(model: str, source: Path, count: int, index_type: str) -> Path:
     directory = CACHE / f"{Path(model).name}-{count}-{index_type}"
     if not (directory / "manifest.json").exists():
         print(f"building {directory} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "app", "index", str(source), "--model", model,
+        subprocess.run([sys.executable, "-m", "askalike.app", "index", str(source), "--model", model,
                         "--index", str(directory), "--index-type", index_type], cwd=ROOT, check=True)
     return directory
 
@@ -392,7 +392,7 @@ def start_askalike(stack: ExitStack, model: str, source: Path, workers: int, mod
     keys.write_text(KEY + "\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "app", "serve", "--index", str(served), "--port", str(port),
+    command = [sys.executable, "-m", "askalike.app", "serve", "--index", str(served), "--port", str(port),
                "--api-keys", str(keys), "--workers", str(workers)]
     log = work / f"{name}.log"
     child = stack.enter_context(process(command, log, {"ASKALIKE_API_KEYS": ""}))

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.train.config import load_config
+from askalike.train.corpus import TrainingData, conversation_pairs
+from askalike.train.trainer import Trainer
 from bench.harness import ROOT, markdown_table, write_section
-from core.data_dir import resolve_data_dir
-from train.config import load_config
-from train.corpus import TrainingData, conversation_pairs
-from train.trainer import Trainer
 
 SLICE = 200_000
 

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.ood_evaluation import OOD_DOMAINS, domain_part
+from askalike.train.pair_tuning import TuneSettings, tune
 from bench.harness import markdown_table, write_section
-from core.data_dir import resolve_data_dir
-from core.ood_evaluation import OOD_DOMAINS, domain_part
-from train.pair_tuning import TuneSettings, tune
 
 
 def write_pairs(data_dir: Path, count: int, path: Path) -> int:

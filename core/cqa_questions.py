@@ -14,9 +14,9 @@ from xml.etree.ElementTree import Element, ParseError
 import defusedxml.ElementTree as safe_et
 from defusedxml import DefusedXmlException
 
-from core.data_dir import CQA_SPLITS, DataError
-from core.datasets import json_objects
-from core.text import join_subject_body
+from askalike.core.data_dir import CQA_SPLITS, DataError
+from askalike.core.datasets import json_objects
+from askalike.core.text import join_subject_body
 
 RELEVANT_LABELS = frozenset({"PerfectMatch", "Relevant"})
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 DATA_ENV_VAR = "ASKALIKE_DATA"
 _CHECKOUT = Path(__file__).resolve().parent.parent  # the data lie in ../shared/data beside it

@@ -21,8 +21,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from core.data_dir import DataError
-from core.numbers import decimal
+from askalike.core.data_dir import DataError
+from askalike.core.numbers import decimal
 
 # --------------------------------------------------------------------------- text files
 
@@ -247,7 +247,7 @@ HARD_NEGATIVES_HEADER = ["original_id", "negative"]
 
 def read_hard_negatives(path: Path) -> dict[str, list[str]]:
     """TSV with header ``original_id negative``: each CQA original question's hard negatives,
-    in file order (``python -m train.bm25_negatives`` writes one)."""
+    in file order (``python -m askalike.train.bm25_negatives`` writes one)."""
     rows = _tsv_rows(path)
     _expect_header(path, rows, HARD_NEGATIVES_HEADER)
     negatives: dict[str, list[str]] = {}

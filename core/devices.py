@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # present while the kernel driver is loaded
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 TRAIN_EXTRA = "askalike[train]"
 # the modules of the distributions that the extra adds (pyproject.toml's optional `train`)

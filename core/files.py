@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 
 class OutputError(UserError):

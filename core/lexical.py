@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.sorted_ids import find_sorted
+from askalike.core.sorted_ids import find_sorted
 
 K1, B = 1.5, 0.75
 _WORD = re.compile(r"\w+")

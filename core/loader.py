@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.encoder import BatchedEncoder
-from core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, pretrained_name, read_model_config
-from core.numpy_encoders import NUMPY_ENCODERS
-from core.onnx_encoder import OnnxEncoder
+from askalike.core.encoder import BatchedEncoder
+from askalike.core.model_dir import (
+    ONNX_FILE,
+    ModelError,
+    pretrained_export_dir,
+    pretrained_name,
+    read_model_config,
+)
+from askalike.core.numpy_encoders import NUMPY_ENCODERS
+from askalike.core.onnx_encoder import OnnxEncoder
 
 EXPORTED_KINDS = ("pretrained", "transformer")  # kinds that queries run from their ONNX export
 

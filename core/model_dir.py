@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
-from core.extras import require_training
-from core.files import files_sha256, write_text_atomically
+from askalike.core.errors import UserError
+from askalike.core.extras import require_training
+from askalike.core.files import files_sha256, write_text_atomically
 
 PRETRAINED_PREFIX = "pretrained:"
 SHIPPED_MODELS_DIR = Path(__file__).resolve().parents[1] / "models"

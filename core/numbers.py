@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

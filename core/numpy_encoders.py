@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from core.encoder import BatchedEncoder
-from core.model_dir import ModelError
-from core.quantization import ROW_SCALE_SUFFIX
-from core.text import PAD, Vocabulary
+from askalike.core.encoder import BatchedEncoder
+from askalike.core.model_dir import ModelError
+from askalike.core.quantization import ROW_SCALE_SUFFIX
+from askalike.core.text import PAD, Vocabulary
 
 
 def _encoder_weights(directory: Path) -> dict[str, np.ndarray]:

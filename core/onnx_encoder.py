@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from core.encoder import BatchedEncoder
-from core.model_dir import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
-from core.text import Vocabulary
+from askalike.core.encoder import BatchedEncoder
+from askalike.core.model_dir import ONNX_FILE, PRETRAINED, ModelError, pretrained_export_dir
+from askalike.core.text import Vocabulary
 
 PRETRAINED_MAX_LENGTH = 256  # as PretrainedModule and sentence-transformers' all-MiniLM-L6-v2
 

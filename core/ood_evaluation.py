@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr, rankdata
 
-from core.datasets import read_sick, read_sts_year
-from core.encoder import Encoder
-from core.pair_files import text_fraction
+from askalike.core.datasets import read_sick, read_sts_year
+from askalike.core.encoder import Encoder
+from askalike.core.pair_files import text_fraction
 
 TUNE_SHARE = 0.4  # of each domain's first sentences (and so about of its pairs)
 ALIKE_FROM = 0.8  # rescaled gold: STS >= 4 of 5, SICK >= 4.2 of 1-5

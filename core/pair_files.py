@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.data_dir import DataError
-from core.datasets import json_objects, numbered_lines, sniff_delimiter
-from core.numbers import decimal
+from askalike.core.data_dir import DataError
+from askalike.core.datasets import json_objects, numbered_lines, sniff_delimiter
+from askalike.core.numbers import decimal
 
 PAIR_COLUMNS = ("text_a", "text_b")
 GROUP_COLUMNS = ("text", "group")

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.encoder import BatchedEncoder
-from core.errors import UserError
+from askalike.core.encoder import BatchedEncoder
+from askalike.core.errors import UserError
 
 
 def angular_similarity(cosine: np.ndarray) -> np.ndarray:

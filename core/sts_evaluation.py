@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from core.datasets import StsPair, read_sick, read_sts_benchmark, read_sts_year, stsb_path
-from core.encoder import Encoder
-from core.similarity import angular_similarity
+from askalike.core.datasets import StsPair, read_sick, read_sts_benchmark, read_sts_year, stsb_path
+from askalike.core.encoder import Encoder
+from askalike.core.similarity import angular_similarity
 
 STS_YEARS = ("STS12-en-test", "STS13-en-test", "STS14-en-test", "STS15-en-test", "STS16-en-test")
 

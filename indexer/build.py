@@ -30,23 +30,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.datasets import DataError
-from core.dates import DateOrder
-from core.encoder import Encoder
-from core.errors import UserError
-from core.loader import load_encoder
-from core.model_dir import (
+from askalike.core.datasets import DataError
+from askalike.core.dates import DateOrder
+from askalike.core.encoder import Encoder
+from askalike.core.errors import UserError
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import (
     PRETRAINED_PREFIX,
     EncoderIdentity,
     weights_fingerprint,
 )
-from indexer.choices import Engine, OnError
-from indexer.database import StoreError, masked_url
-from indexer.directory import model_for_index, resolve_database, resolved_index_type
-from indexer.embedding import EmbeddingEngine, InProcessEngine
-from indexer.index_type_choice import require_index_type, resolve_index_type
-from indexer.index_types import IndexBuildError
-from indexer.layout import (
+from askalike.indexer.choices import Engine, OnError
+from askalike.indexer.database import StoreError, masked_url
+from askalike.indexer.directory import model_for_index, resolve_database, resolved_index_type
+from askalike.indexer.embedding import EmbeddingEngine, InProcessEngine
+from askalike.indexer.index_type_choice import require_index_type, resolve_index_type
+from askalike.indexer.index_types import IndexBuildError
+from askalike.indexer.layout import (
     MANIFEST_FILE,
     IndexDirectoryError,
     default_database_url,
@@ -56,10 +56,16 @@ from indexer.layout import (
     index_lock,
     not_an_index,
 )
-from indexer.manifest import read_manifest, write_manifest
-from indexer.progress import index_progress
-from indexer.source_identity import Overlaps, aliased, distinct_sources, is_file_source, source_labels
-from indexer.sources import (
+from askalike.indexer.manifest import read_manifest, write_manifest
+from askalike.indexer.progress import index_progress
+from askalike.indexer.source_identity import (
+    Overlaps,
+    aliased,
+    distinct_sources,
+    is_file_source,
+    source_labels,
+)
+from askalike.indexer.sources import (
     CATEGORY_KEY,
     DATE_KEY,
     DATE_WARNINGS_KEPT,
@@ -69,14 +75,14 @@ from indexer.sources import (
     bad_rows,
     chunked,
 )
-from indexer.store import (
+from askalike.indexer.store import (
     CATEGORY_COLUMN_SETTING,
     DATE_COLUMN_SETTING,
     DATE_ORDER_SETTING,
     Store,
     source_named,
 )
-from indexer.sync import sync_vector_index
+from askalike.indexer.sync import sync_vector_index
 
 READ_CHUNK = 10_000  # source questions compared with the store at a time (one lookup)
 PRUNE_CONFIRM_SHARE = 0.5  # a --prune that removes more of the index asks first
@@ -375,7 +381,7 @@ def _embed_and_store(store: Store, engine: EmbeddingEngine, files: list[tuple[st
 def _engine_session(options: IndexOptions) -> AbstractContextManager[object]:
     """What the engine holds for the run: a Ray connection, or nothing."""
     if options.engine is Engine.ray:
-        from indexer.ray_engine import ray_session
+        from askalike.indexer.ray_engine import ray_session
 
         return ray_session(options.ray_address)
     return nullcontext()
@@ -383,7 +389,7 @@ def _engine_session(options: IndexOptions) -> AbstractContextManager[object]:
 
 def _embedding_engine(options: IndexOptions, identity: EncoderIdentity, encoder: Encoder) -> EmbeddingEngine:
     if options.engine is Engine.ray:
-        from indexer.ray_engine import RayEngine
+        from askalike.indexer.ray_engine import RayEngine
 
         return RayEngine(identity.model, identity.fingerprint, options.batch_size, options.threads or 1)
     return InProcessEngine(encoder, options.batch_size)

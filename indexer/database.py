@@ -16,9 +16,9 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 
-from core.credentials import masked_text, masked_url
-from core.errors import UserError
-from core.numbers import decimal
+from askalike.core.credentials import masked_text, masked_url
+from askalike.core.errors import UserError
+from askalike.core.numbers import decimal
 
 
 class StoreError(UserError):

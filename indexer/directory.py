@@ -14,15 +14,15 @@ from typing import Any
 import faiss
 import numpy as np
 
-from core.encoder import Encoder
-from core.lexical import LexicalIndex
-from core.loader import load_encoder
-from core.model_dir import DEFAULT_MODEL, EncoderIdentity, pretrained_name, weights_fingerprint
-from core.text import join_subject_body
-from indexer.choices import DATABASE_ENV_VAR
-from indexer.database import StoreError, absolute_sqlite_url, masked_url
-from indexer.index_type_choice import resolve_index_type
-from indexer.layout import (
+from askalike.core.encoder import Encoder
+from askalike.core.lexical import LexicalIndex
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import DEFAULT_MODEL, EncoderIdentity, pretrained_name, weights_fingerprint
+from askalike.core.text import join_subject_body
+from askalike.indexer.choices import DATABASE_ENV_VAR
+from askalike.indexer.database import StoreError, absolute_sqlite_url, masked_url
+from askalike.indexer.index_type_choice import resolve_index_type
+from askalike.indexer.layout import (
     MANIFEST_FILE,
     REPAIR_HINT,
     SQLITE_FILE,
@@ -35,17 +35,17 @@ from indexer.layout import (
     not_an_index,
     require_no_writer,
 )
-from indexer.manifest import (
+from askalike.indexer.manifest import (
     Manifest,
     load_faiss,
     load_lexical,
     read_manifest,
 )
-from indexer.migrations import FIRST_SCHEMA
-from indexer.sources import chunked, content_hash
-from indexer.store import DamagedVector, Store, Verdict
-from indexer.sync import sync_vector_index
-from indexer.vector_index import HeldVectors, index_ids
+from askalike.indexer.migrations import FIRST_SCHEMA
+from askalike.indexer.sources import chunked, content_hash
+from askalike.indexer.store import DamagedVector, Store, Verdict
+from askalike.indexer.sync import sync_vector_index
+from askalike.indexer.vector_index import HeldVectors, index_ids
 
 
 def model_for_index(index_dir: Path, named: str | None, recorded: EncoderIdentity | None) -> str:

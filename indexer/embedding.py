@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from core.encoder import Encoder
+from askalike.core.encoder import Encoder
 
 
 class EmbeddingEngine(Protocol):

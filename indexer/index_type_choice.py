@@ -9,8 +9,8 @@ numpy): the CLI and the dry run use it.
 
 from __future__ import annotations
 
-from indexer.choices import AUTO_INDEX_TYPE
-from indexer.index_types import INDEX_TYPES, Flat, Hnsw, IndexBuildError, IvfPq
+from askalike.indexer.choices import AUTO_INDEX_TYPE
+from askalike.indexer.index_types import INDEX_TYPES, Flat, Hnsw, IndexBuildError, IvfPq
 
 AUTO_FLAT_MAX = 100_000
 AUTO_HNSW_MAX = 2_000_000

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 TUNED_K = 10  # the results per query that the recorded search settings were tuned for
 # up to this many questions passing, a search scans them: scoring 10,000 vectors of 384

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from core.errors import UserError
-from core.files import remove_stale_temporaries, write_text_atomically
+from askalike.core.errors import UserError
+from askalike.core.files import remove_stale_temporaries, write_text_atomically
 
 MANIFEST_FILE = "manifest.json"
 LOCK_FILE = "index.lock"

@@ -11,17 +11,17 @@ from typing import Any
 
 import faiss
 
-from core.files import file_sha256, write_text_atomically
-from core.lexical import LexicalIndex
-from core.model_dir import EncoderIdentity
-from indexer.layout import (
+from askalike.core.files import file_sha256, write_text_atomically
+from askalike.core.lexical import LexicalIndex
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.layout import (
     FAISS_FILES,
     LEXICAL_FILES,
     MANIFEST_FILE,
     REPAIR_HINT,
     IndexDirectoryError,
 )
-from indexer.vector_index import configure_search, read_index
+from askalike.indexer.vector_index import configure_search, read_index
 
 FORMAT_VERSION = 1
 

@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import Connection, Index, bindparam, inspect, select, update
 from sqlalchemy.schema import CreateTable
 
-from core.dates import DateValueError
-from core.model_dir import EncoderIdentity
-from indexer.database import Database, StoreError, masked_url
-from indexer.sources import CATEGORY_KEY, DATE_KEY, date_of
-from indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
-from indexer.vector_checks import vector_problems
+from askalike.core.dates import DateValueError
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.database import Database, StoreError, masked_url
+from askalike.indexer.sources import CATEGORY_KEY, DATE_KEY, date_of
+from askalike.indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
+from askalike.indexer.vector_checks import vector_problems
 
 SCHEMA_VERSION = "3"
 FIRST_SCHEMA = "1"  # without dates, categories and checksums as columns: read as it is, upgraded when written

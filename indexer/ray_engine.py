@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.encoder import Encoder
-from core.errors import UserError
-from core.loader import load_encoder
-from core.model_dir import ModelError, weights_fingerprint
+from askalike.core.encoder import Encoder
+from askalike.core.errors import UserError
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ModelError, weights_fingerprint
 
 try:
     import ray

@@ -20,9 +20,15 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.datasets import DataError
-from indexer.sources import SOURCE_CHARS, SourceFile, SourceQuestion, require_regular_file, source_format
-from indexer.store import Store
+from askalike.core.datasets import DataError
+from askalike.indexer.sources import (
+    SOURCE_CHARS,
+    SourceFile,
+    SourceQuestion,
+    require_regular_file,
+    source_format,
+)
+from askalike.indexer.store import Store
 
 EXAMPLES = 3  # shared ids named in a warning
 

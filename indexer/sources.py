@@ -23,10 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.datasets import DataError, json_lines, numbered_lines, sniff_delimiter
-from core.dates import ORDER_OPTION, DateOrder, DateValueError, parse_date
-from core.text import join_subject_body
-from indexer.choices import OnError
+from askalike.core.datasets import DataError, json_lines, numbered_lines, sniff_delimiter
+from askalike.core.dates import ORDER_OPTION, DateOrder, DateValueError, parse_date
+from askalike.core.text import join_subject_body
+from askalike.indexer.choices import OnError
 
 SUBJECT_COLUMNS = ("subject", "title", "question", "text")  # the first one a source has
 BODY_COLUMN = "body"
@@ -351,7 +351,7 @@ def _text_rows(path: Path) -> Iterator[Row]:
 
 
 def _cqa_xml_rows(path: Path) -> Iterator[Row]:
-    from core.cqa_questions import OriginalQuestion, read_cqa_collection  # XML parsing: only here
+    from askalike.core.cqa_questions import OriginalQuestion, read_cqa_collection  # XML parsing: only here
 
     seen: dict[str, str] = {}  # the files repeat questions verbatim: keep the first of each
     for item in read_cqa_collection(path):

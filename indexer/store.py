@@ -45,14 +45,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DatabaseError
 
-from core.dates import DateOrder
-from core.model_dir import EncoderIdentity, require_same_encoder
-from core.text import join_subject_body
-from indexer.database import Database, StoreError, database_reason, masked_url
-from indexer.migrations import FIRST_SCHEMA, migrate, recorded_version, require_known
-from indexer.sources import CATEGORY_KEY, DATE_KEY, SourceQuestion, category_key, content_hash
-from indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
-from indexer.vector_checks import norm_problems, vector_problems
+from askalike.core.dates import DateOrder
+from askalike.core.model_dir import EncoderIdentity, require_same_encoder
+from askalike.core.text import join_subject_body
+from askalike.indexer.database import Database, StoreError, database_reason, masked_url
+from askalike.indexer.migrations import FIRST_SCHEMA, migrate, recorded_version, require_known
+from askalike.indexer.sources import CATEGORY_KEY, DATE_KEY, SourceQuestion, category_key, content_hash
+from askalike.indexer.tables import EXCLUDED, QUESTIONS, SETTINGS, VERDICTS, filter_columns
+from askalike.indexer.vector_checks import norm_problems, vector_problems
 
 REPAIR = "run `askalike check --repair` to embed them again"
 DATE_ORDER_SETTING = "date_order"  # how the index's dates were read (--date-format)

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 import faiss
 
-from core.files import atomic_write, file_sha256
-from core.lexical import LexicalIndex
-from core.model_dir import EncoderIdentity
-from indexer.database import masked_url
-from indexer.index_types import named_index_type
-from indexer.layout import IndexDirectoryError, database_entry, faiss_file_name, lexical_file_name
-from indexer.manifest import Manifest, load_faiss, load_lexical, verified_faiss_file, write_manifest
-from indexer.store import Store
-from indexer.vector_index import (
+from askalike.core.files import atomic_write, file_sha256
+from askalike.core.lexical import LexicalIndex
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.database import masked_url
+from askalike.indexer.index_types import named_index_type
+from askalike.indexer.layout import IndexDirectoryError, database_entry, faiss_file_name, lexical_file_name
+from askalike.indexer.manifest import Manifest, load_faiss, load_lexical, verified_faiss_file, write_manifest
+from askalike.indexer.store import Store
+from askalike.indexer.vector_index import (
     Chunks,
     build_index,
     index_ids,

@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
-from indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, category_key
+from askalike.indexer.sources import EXTERNAL_ID_CHARS, SOURCE_CHARS, category_key
 
 _ID = BigInteger().with_variant(Integer, "sqlite")  # SQLite only auto-increments INTEGER keys
 

@@ -21,18 +21,18 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from core.data_dir import DataError
-from core.encoder import Encoder
-from core.model_dir import EncoderIdentity, require_same_encoder
-from indexer.build import delete_questions
-from indexer.database import StoreError
-from indexer.directory import resolve_database
-from indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_lock
-from indexer.manifest import read_manifest
-from indexer.source_identity import is_file_source
-from indexer.sources import SourceQuestion, dated, record_question
-from indexer.store import IndexReading, Store, StoredQuestion, Verdict
-from indexer.sync import sync_vector_index
+from askalike.core.data_dir import DataError
+from askalike.core.encoder import Encoder
+from askalike.core.model_dir import EncoderIdentity, require_same_encoder
+from askalike.indexer.build import delete_questions
+from askalike.indexer.database import StoreError
+from askalike.indexer.directory import resolve_database
+from askalike.indexer.layout import IndexBusyError, IndexDirectoryError, index_id, index_lock
+from askalike.indexer.manifest import read_manifest
+from askalike.indexer.source_identity import is_file_source
+from askalike.indexer.sources import SourceQuestion, dated, record_question
+from askalike.indexer.store import IndexReading, Store, StoredQuestion, Verdict
+from askalike.indexer.sync import sync_vector_index
 
 API_SOURCE = "api"  # the source of questions written through the API, unless one is named
 REQUEST = Path("questions")  # how errors name the request's items: "questions:2: ..."

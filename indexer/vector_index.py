@@ -16,9 +16,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from core.files import OutputError, atomic_write, file_sha256
-from core.sorted_ids import find_sorted
-from indexer.index_types import IndexBuildError, named_index_type
+from askalike.core.files import OutputError, atomic_write, file_sha256
+from askalike.core.sorted_ids import find_sorted
+from askalike.indexer.index_types import IndexBuildError, named_index_type
 
 TRAINING_PER_LIST = 64  # FAISS asks for 39 to 256 training points per IVF list
 GPU_MAX_K = 2048  # the most hits a query that FAISS's GPU search returns

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI lists BASELINES at start-up: this module imports nothing heavy
-    from core.cqa_questions import OriginalQuestion
+    from askalike.core.cqa_questions import OriginalQuestion
 
 Scores = list[list[float]]
 BaselineRanker = Callable[[Sequence["OriginalQuestion"], int], Scores]
@@ -33,7 +33,7 @@ def random_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Score
 def bm25_scores(questions: Sequence[OriginalQuestion], seed: int = 0) -> Scores:
     """Okapi BM25 (Lucene's variant, ``core.lexical``) of each original question against its
     related questions, with term statistics from all related questions of the collection."""
-    from retrieval.reranker import Reranker
+    from askalike.retrieval.reranker import Reranker
 
     del seed  # deterministic
     return Reranker.lexical_scores(questions)

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from core.cqa_questions import OriginalQuestion, read_cqa_questions, read_split_questions
-from core.data_dir import CQA_DIR
-from core.encoder import Encoder
-from core.loader import load_encoder
-from core.pair_files import LabelledPair
-from retrieval.judgement import (
+from askalike.core.cqa_questions import OriginalQuestion, read_cqa_questions, read_split_questions
+from askalike.core.data_dir import CQA_DIR
+from askalike.core.encoder import Encoder
+from askalike.core.loader import load_encoder
+from askalike.core.pair_files import LabelledPair
+from askalike.retrieval.judgement import (
     SAME_QUESTION,
     Judge,
     SameQuestionJudge,

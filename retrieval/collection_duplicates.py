@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from core.dates import DateOrder
-from indexer.directory import OpenIndex
-from indexer.store import IndexReading, StoredQuestion
-from indexer.vector_index import cosine_error
-from retrieval.judgement import SAME_QUESTION, Judge
-from retrieval.searcher import SearchError, SearchFilters
+from askalike.core.dates import DateOrder
+from askalike.indexer.directory import OpenIndex
+from askalike.indexer.store import IndexReading, StoredQuestion
+from askalike.indexer.vector_index import cosine_error
+from askalike.retrieval.judgement import SAME_QUESTION, Judge
+from askalike.retrieval.searcher import SearchError, SearchFilters
 
 DEFAULT_NEIGHBOURS = 10  # nearest questions looked at first per question (deeper where all are the same)
 QUERY_CHUNK = 2048  # questions whose neighbours one FAISS call finds

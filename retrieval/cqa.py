@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.cqa_questions import OriginalQuestion
-from retrieval.cqa_runs import CqaRunLine, CqaSplit
-from retrieval.scorer import ScoreReport, score_run
+from askalike.core.cqa_questions import OriginalQuestion
+from askalike.retrieval.cqa_runs import CqaRunLine, CqaSplit
+from askalike.retrieval.scorer import ScoreReport, score_run
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
-from core.datasets import DataError, numbered_lines, parse_number
-from core.files import atomic_write
-from core.numbers import integer
+from askalike.core.cqa_questions import CQA_SPLITS, OriginalQuestion, read_split_questions
+from askalike.core.datasets import DataError, numbered_lines, parse_number
+from askalike.core.files import atomic_write
+from askalike.core.numbers import integer
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from retrieval.judgement import SAME_QUESTION
-from retrieval.searcher import Searcher, SearchResult
+from askalike.retrieval.judgement import SAME_QUESTION
+from askalike.retrieval.searcher import Searcher, SearchResult
 
 
 def first_near_duplicate(vectors: np.ndarray, min_cosine: float) -> list[int | None]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from core.model_dir import (
+from askalike.core.model_dir import (
     ModelError,
     calibration_dir,
     pretrained_name,

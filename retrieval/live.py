@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.encoder import Encoder
-from indexer.layout import MANIFEST_FILE
-from retrieval.searcher import Searcher
+from askalike.core.encoder import Encoder
+from askalike.indexer.layout import MANIFEST_FILE
+from askalike.retrieval.searcher import Searcher
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.datasets import read_sts_benchmark, stsb_path
-from core.encoder import Encoder
-from core.files import write_text_atomically
-from core.model_dir import HYBRID_WEIGHT_KEY, update_model_config
-from core.sts_evaluation import evaluate_sts, fit_sts_transform
-from retrieval.cqa import evaluate_scores
-from retrieval.cqa_runs import CqaSplit, load_cqa_split
-from retrieval.fusion import WEIGHT_GRID, Fusion, SearchMode, fuse_lists
-from retrieval.reranker import Reranker
+from askalike.core.datasets import read_sts_benchmark, stsb_path
+from askalike.core.encoder import Encoder
+from askalike.core.files import write_text_atomically
+from askalike.core.model_dir import HYBRID_WEIGHT_KEY, update_model_config
+from askalike.core.sts_evaluation import evaluate_sts, fit_sts_transform
+from askalike.retrieval.cqa import evaluate_scores
+from askalike.retrieval.cqa_runs import CqaSplit, load_cqa_split
+from askalike.retrieval.fusion import WEIGHT_GRID, Fusion, SearchMode, fuse_lists
+from askalike.retrieval.reranker import Reranker
 
 TUNING_SPLITS = {"stsb": ("dev",), "cqa": ("dev2016",)}
 ALL_SPLITS = {"stsb": ("dev", "test"), "cqa": ("dev2016", "test2016", "test2017")}

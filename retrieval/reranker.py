@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from core.cqa_questions import OriginalQuestion
-from core.encoder import Encoder
-from core.files import write_text_atomically
-from core.lexical import rank_candidates
-from core.loader import load_encoder
-from core.model_dir import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
-from retrieval.fusion import SearchMode, default_mode, fuse_lists
+from askalike.core.cqa_questions import OriginalQuestion
+from askalike.core.encoder import Encoder
+from askalike.core.files import write_text_atomically
+from askalike.core.lexical import rank_candidates
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import UNTUNED_DENSE_WEIGHT, hybrid_dense_weight
+from askalike.retrieval.fusion import SearchMode, default_mode, fuse_lists
 
 QUESTIONS_PER_STEP = 10  # original questions embedded together (SemEval: 10 related each)
 

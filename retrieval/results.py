@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from indexer.store import StoredQuestion
-from retrieval.duplicates import mark_near_duplicates
-from retrieval.fusion import SearchMode
-from retrieval.judgement import SEARCH_MIN_MATCH
-from retrieval.searcher import Searcher, SearchFilters, SearchResult
+from askalike.indexer.store import StoredQuestion
+from askalike.retrieval.duplicates import mark_near_duplicates
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.judgement import SEARCH_MIN_MATCH
+from askalike.retrieval.searcher import Searcher, SearchFilters, SearchResult
 
 COLLAPSE_DEPTH = 3  # a collapsed search reads this many hits per hit shown, to fill k after folding
 

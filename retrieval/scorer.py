@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.errors import UserError
-from retrieval.cqa_runs import CqaRunLine
+from askalike.core.errors import UserError
+from askalike.retrieval.cqa_runs import CqaRunLine
 
 TOP_K = 10
 

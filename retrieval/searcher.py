@@ -20,26 +20,26 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from core.dates import ORDER_OPTION, DateOrder, DateValueError, date_window
-from core.encoder import Encoder
-from core.errors import UserError
-from core.lexical import LexicalIndex
-from core.loader import load_encoder
-from core.model_dir import (
+from askalike.core.dates import ORDER_OPTION, DateOrder, DateValueError, date_window
+from askalike.core.encoder import Encoder
+from askalike.core.errors import UserError
+from askalike.core.lexical import LexicalIndex
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import (
     UNTUNED_DENSE_WEIGHT,
     EncoderIdentity,
     hybrid_dense_weight,
     require_same_encoder,
     weights_fingerprint,
 )
-from core.similarity import require_text
-from core.sorted_ids import find_sorted
-from indexer.directory import OpenIndex, model_for_index, open_index
-from indexer.index_types import named_index_type
-from indexer.manifest import load_lexical
-from indexer.source_identity import source_labels
-from indexer.store import IndexReading, StoredQuestion, source_named
-from indexer.vector_index import (
+from askalike.core.similarity import require_text
+from askalike.core.sorted_ids import find_sorted
+from askalike.indexer.directory import OpenIndex, model_for_index, open_index
+from askalike.indexer.index_types import named_index_type
+from askalike.indexer.manifest import load_lexical
+from askalike.indexer.source_identity import source_labels
+from askalike.indexer.store import IndexReading, StoredQuestion, source_named
+from askalike.indexer.vector_index import (
     GPU_MAX_K,
     HeldVectors,
     configure_search,
@@ -48,8 +48,8 @@ from indexer.vector_index import (
     scan,
     search_parameters,
 )
-from retrieval.fusion import SearchMode, default_mode, fused_score
-from retrieval.judgement import Judge, model_judge
+from askalike.retrieval.fusion import SearchMode, default_mode, fused_score
+from askalike.retrieval.judgement import Judge, model_judge
 
 if TYPE_CHECKING:
     import faiss

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 from helpers import collection, index, make_tiny_model, write_jsonl
 
-from core.data_dir import resolve_data_dir
-from core.datasets import DataError
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.datasets import DataError
 
 pytest_plugins = ["reliability_report"]
 
@@ -29,7 +29,7 @@ def steep_model(tmp_path_factory, tiny_model) -> Path:
     0.98): the untrained model's cosines of unrelated questions reach 0.5."""
     import shutil
 
-    from retrieval.judgement import SameQuestionJudge, record_judge
+    from askalike.retrieval.judgement import SameQuestionJudge, record_judge
 
     model = tmp_path_factory.mktemp("models") / "steep"
     shutil.copytree(tiny_model, model)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from app.cli import app
-from core.text import Vocabulary
-from indexer.build import IndexOptions
-from indexer.directory import open_index
-from indexer.layout import default_database_url
-from indexer.store import Store
-from indexer.vector_index import index_ids
+from askalike.app.cli import app
+from askalike.core.text import Vocabulary
+from askalike.indexer.build import IndexOptions
+from askalike.indexer.directory import open_index
+from askalike.indexer.layout import default_database_url
+from askalike.indexer.store import Store
+from askalike.indexer.vector_index import index_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -66,9 +66,9 @@ NOBODY = 65534  # the user that tests of access rights run as, when they run as 
 
 
 def run_cli(*args: str | Path | bytes, as_nobody: bool = False, **options) -> subprocess.CompletedProcess:
-    """``python -m app ARGS`` in a process of its own, its output captured unless ``options``
+    """``python -m askalike.app ARGS`` in a process of its own, its output captured unless ``options``
     redirect it; ``as_nobody``: as uid 65534 where the tests run as root (root may write anywhere)."""
-    command = [sys.executable, "-m", "app", *(a if isinstance(a, bytes) else str(a) for a in args)]
+    command = [sys.executable, "-m", "askalike.app", *(a if isinstance(a, bytes) else str(a) for a in args)]
     user = NOBODY if as_nobody and os.geteuid() == 0 else None
     return subprocess.run(command, cwd=ROOT, timeout=120, user=user,
                           **{"capture_output": "stdout" not in options, **options})
@@ -76,7 +76,7 @@ def run_cli(*args: str | Path | bytes, as_nobody: bool = False, **options) -> su
 
 _IMPORTS_AFTER = """
 import json, sys
-from app.cli import main
+from askalike.app.cli import main
 watched, sys.argv = json.loads(sys.argv[1]), ["askalike", *sys.argv[2:]]
 try:
     main()
@@ -140,7 +140,7 @@ def own_database(index_dir: Path) -> str:
 
 
 def index_command(source: Path, index_dir: Path, model: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "app", "index", str(source), "--model", str(model), "--index",
+    return [sys.executable, "-m", "askalike.app", "index", str(source), "--model", str(model), "--index",
             str(index_dir), "--commit-every", "100", "--batch-size", "50", "--json", *extra]
 
 
@@ -232,9 +232,9 @@ def make_tiny_model(directory: Path, seed: int = 0) -> Path:
     """A small untrained DAN saved as a model directory: fast, deterministic, distinct per seed."""
     import torch
 
-    from core.text import Vocabulary
-    from train.modules import DanModule
-    from train.trained_model import TrainedModel, save_model
+    from askalike.core.text import Vocabulary
+    from askalike.train.modules import DanModule
+    from askalike.train.trained_model import TrainedModel, save_model
 
     torch.manual_seed(seed)
     vocabulary = Vocabulary.build(TINY_TEXTS * 2, max_size=200, min_count=1, oov_buckets=500,
@@ -256,8 +256,8 @@ def saved_model(directory: Path, kind: str) -> Path:
     export)."""
     import torch
 
-    from train.modules import VOCABULARY_MODULES
-    from train.trained_model import TrainedModel, save_model
+    from askalike.train.modules import VOCABULARY_MODULES
+    from askalike.train.trained_model import TrainedModel, save_model
 
     torch.manual_seed(0)
     save_model(TrainedModel(VOCABULARY_MODULES[kind](VOCABULARY, **SMALL[kind])), directory)

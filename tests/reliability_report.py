@@ -70,8 +70,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         f"{platform.system()} {platform.machine()}). Every row is an automated test that runs in CI; "
         "*Lost* says `nothing` only when each of its runs passed, and each run asserts that the "
         "stored questions, vectors and index are unchanged or consistent afterwards. To "
-        "reproduce a row, run the command in its last column (with `PYTHONPATH=.` from the "
-        "checkout; PostgreSQL rows need the server of tests/conftest.py, else they skip).",
+        "reproduce a row, run the command in its last column (from the checkout, in the .venv that "
+        "`python3 tasks.py test` sets up; PostgreSQL rows need the server of tests/conftest.py, "
+        "else they skip).",
         "",
         "| fault or bad input | what askalike does | lost (or wrong) | runs passed | reproduce |",
         "|---|---|---|---|---|",

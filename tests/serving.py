@@ -11,8 +11,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.server.api import create_app
-from app.server.settings import Limits, ServerSettings
+from askalike.app.server.api import create_app
+from askalike.app.server.settings import Limits, ServerSettings
 
 KEY = "test-key-0123456789abcdef"
 WRITE = {"Authorization": f"Bearer {KEY}"}

@@ -8,9 +8,9 @@ import json
 import pytest
 from helpers import invoke, search_hits, write_bytes
 
-from core.datasets import DataError
-from indexer.choices import OnError
-from indexer.sources import BAD_ROWS_SHOWN, Columns, SourceFile
+from askalike.core.datasets import DataError
+from askalike.indexer.choices import OnError
+from askalike.indexer.sources import BAD_ROWS_SHOWN, Columns, SourceFile
 
 
 def read(path, columns: Columns | None = None) -> list:

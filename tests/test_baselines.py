@@ -2,11 +2,11 @@
 
 import pytest
 
-from core.cqa_questions import OriginalQuestion, RelatedQuestion
-from core.lexical import lexical_tokens
-from retrieval.baselines import BASELINES, bm25_scores, random_scores
-from retrieval.cqa import evaluate_scores, predictions_from_scores
-from retrieval.cqa_runs import load_cqa_split
+from askalike.core.cqa_questions import OriginalQuestion, RelatedQuestion
+from askalike.core.lexical import lexical_tokens
+from askalike.retrieval.baselines import BASELINES, bm25_scores, random_scores
+from askalike.retrieval.cqa import evaluate_scores, predictions_from_scores
+from askalike.retrieval.cqa_runs import load_cqa_split
 
 
 @pytest.mark.parametrize(("split", "published_map", "published_mrr"), [

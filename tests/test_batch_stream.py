@@ -1,6 +1,6 @@
 """The trainer's batch streams: the cursor a checkpoint saves is where the stream stands."""
 
-from train.trainer import BatchStream, Cursor
+from askalike.train.trainer import BatchStream, Cursor
 
 
 def _epoch(epoch: int) -> list[list[int]]:

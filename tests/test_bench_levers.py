@@ -4,10 +4,10 @@ post-processing)."""
 import numpy as np
 import torch
 
+from askalike.core.encoder import BatchedEncoder
+from askalike.train.seed_average import averaged_state
 from bench.experiments.fusion import FUSIONS, ranks, z_scores
 from bench.experiments.postprocess import PostProcessed
-from core.encoder import BatchedEncoder
-from train.seed_average import averaged_state
 
 
 def test_average_is_the_mean_moved_along_its_direction_from_the_origin() -> None:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from core.cqa_questions import OriginalQuestion, RelatedQuestion
-from core.data_dir import DataError
-from core.datasets import read_hard_negatives
-from train.bm25_negatives import main, mine_negatives
+from askalike.core.cqa_questions import OriginalQuestion, RelatedQuestion
+from askalike.core.data_dir import DataError
+from askalike.core.datasets import read_hard_negatives
+from askalike.train.bm25_negatives import main, mine_negatives
 
 
 def _related(id_: str, subject: str, relevant: bool | None) -> RelatedQuestion:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from helpers import collection, index, invoke, write_jsonl
 
-from core.loader import load_encoder
-from core.text import join_subject_body
+from askalike.core.loader import load_encoder
+from askalike.core.text import join_subject_body
 
 
 def _row(connection, external_id):

@@ -8,9 +8,9 @@ import pytest
 import typer
 from helpers import documented_schema, runner
 
-from app.cli import app
-from retrieval.cqa_runs import read_cqa_run
-from retrieval.scorer import all_scores_line, score_run
+from askalike.app.cli import app
+from askalike.retrieval.cqa_runs import read_cqa_run
+from askalike.retrieval.scorer import all_scores_line, score_run
 
 
 def test_eval_cqa_json(data_dir):

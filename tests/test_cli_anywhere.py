@@ -7,7 +7,7 @@ import json
 
 from helpers import ROOT, collection, invoke, write_jsonl
 
-from core.model_dir import SHIPPED_MODELS_DIR, shipped_model
+from askalike.core.model_dir import SHIPPED_MODELS_DIR, shipped_model
 
 
 def test_version_and_h_for_help():

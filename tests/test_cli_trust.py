@@ -35,12 +35,12 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.safe_text import json_line, printable
-from core.cqa_questions import read_cqa_xml
-from indexer.directory import check_index
-from indexer.layout import LOCK_FILE, index_lock
-from indexer.manifest import read_manifest
-from indexer.store import Store
+from askalike.app.safe_text import json_line, printable
+from askalike.core.cqa_questions import read_cqa_xml
+from askalike.indexer.directory import check_index
+from askalike.indexer.layout import LOCK_FILE, index_lock
+from askalike.indexer.manifest import read_manifest
+from askalike.indexer.store import Store
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"  # set the title, clear the screen, CSI, bidi
 
@@ -126,8 +126,8 @@ def test_control_sequences_are_escaped_in_the_tui(evil):
 
     from textual.widgets import DataTable
 
-    from app.tui import DEBOUNCE_S, SearchApp
-    from retrieval.searcher import Searcher
+    from askalike.app.tui import DEBOUNCE_S, SearchApp
+    from askalike.retrieval.searcher import Searcher
 
     async def shown() -> tuple[str, str]:
         app = SearchApp(lambda: Searcher(evil), k=30, collapse=False)  # q3 listed, not folded

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from train.config import ConfigError, load_config, parse_config
+from askalike.train.config import ConfigError, load_config, parse_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "train" / "configs").glob("*.toml"))
 
@@ -66,9 +66,9 @@ def test_a_regression_share_without_scored_pairs_is_refused_when_the_tasks_are_b
     """`tune` gives the trainer scored pairs of its own, so the config cannot tell; the tasks can."""
     import numpy as np
 
-    from train.corpus import TrainingData
-    from train.multitask import training_tasks
-    from train.task_inputs import TaskInputs
+    from askalike.train.corpus import TrainingData
+    from askalike.train.multitask import training_tasks
+    from askalike.train.task_inputs import TaskInputs
 
     config = parse_config({"name": "x", "training": {"sts_ratio": 0.2}})
     inputs = TaskInputs([], None, np.arange(0), None)

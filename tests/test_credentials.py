@@ -7,7 +7,7 @@ from urllib.parse import quote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.credentials import masked_text, masked_url
+from askalike.core.credentials import masked_text, masked_url
 
 # passwords as people type them: URL delimiters, percent signs, quotes, spaces, any letter
 PASSWORD = st.text(alphabet=st.sampled_from("@:/?&=%#;+ '\"\\aZ9é€") | st.characters(), min_size=1,

@@ -30,10 +30,10 @@ from helpers import (
     write_jsonl,
 )
 
-from app.commands import index as index_commands
-from core.loader import load_encoder
-from indexer.directory import check_index
-from indexer.store import Store
+from askalike.app.commands import index as index_commands
+from askalike.core.loader import load_encoder
+from askalike.indexer.directory import check_index
+from askalike.indexer.store import Store
 
 # ------------------------------------------------------------------ dates and categories
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from core.cqa_questions import (
+from askalike.core.cqa_questions import (
     CQA_SPLITS,
     read_cqa_jsonl,
     read_cqa_threads,
     read_cqa_xml,
     read_split_questions,
 )
-from core.data_dir import resolve_data_dir
-from core.datasets import (
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.datasets import (
     DataError,
     read_conversations,
     read_nli,
@@ -23,8 +23,8 @@ from core.datasets import (
     read_sts_year,
     read_word_vectors,
 )
-from retrieval.cqa_runs import load_cqa_split, read_cqa_run
-from train.corpus import labelled_cqa_pairs
+from askalike.retrieval.cqa_runs import load_cqa_split, read_cqa_run
+from askalike.train.corpus import labelled_cqa_pairs
 
 # ---------------------------------------------------------------- real files
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.dates import DateOrder, DateValueError, date_window, parse_date
+from askalike.core.dates import DateOrder, DateValueError, date_window, parse_date
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December"]

@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from helpers import ROOT, TEXTS, collection, imported_by, invoke, saved_model, write_jsonl
 
-from core.devices import Device, DeviceError
-from core.loader import load_encoder
-from indexer.build import IndexOptions, index_sources
-from indexer.directory import open_index
-from retrieval.collection_duplicates import duplicate_groups
-from retrieval.judgement import UncalibratedJudge
+from askalike.core.devices import Device, DeviceError
+from askalike.core.loader import load_encoder
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.directory import open_index
+from askalike.retrieval.collection_duplicates import duplicate_groups
+from askalike.retrieval.judgement import UncalibratedJudge
 
 torch = pytest.importorskip("torch")
-from train.devices import torch_device  # noqa: E402  (after the skip: torch is the training side)
-from train.gpu_search import ExactSearch  # noqa: E402
-from train.onnx_export import export_onnx  # noqa: E402
-from train.torch_encoder import TorchEncoder  # noqa: E402
-from train.trained_model import TrainedModel, load_model, save_model  # noqa: E402
+from askalike.train.devices import torch_device  # noqa: E402  (after the skip: torch is the training side)
+from askalike.train.gpu_search import ExactSearch  # noqa: E402
+from askalike.train.onnx_export import export_onnx  # noqa: E402
+from askalike.train.torch_encoder import TorchEncoder  # noqa: E402
+from askalike.train.trained_model import TrainedModel, load_model, save_model  # noqa: E402
 
 ACCURATE = ROOT / "models" / "accurate"
 QUESTIONS = [*TEXTS, "How long does it take to renew a residence permit in Doha?",
@@ -152,7 +152,7 @@ def test_a_gpu_asked_for_where_torch_sees_none_is_refused(tmp_path, monkeypatch)
 
 
 def test_auto_on_a_machine_without_a_gpu_driver_never_imports_torch(tmp_path):
-    from core.devices import NVIDIA_DRIVER
+    from askalike.core.devices import NVIDIA_DRIVER
 
     if NVIDIA_DRIVER.exists():
         pytest.skip("an NVIDIA driver is loaded here: auto may use the GPU")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.data_dir import DataError
-from core.text import Vocabulary
-from train.distillation import (
+from askalike.core.data_dir import DataError
+from askalike.core.text import Vocabulary
+from askalike.train.distillation import (
     CHUNK,
     distillation_loss,
     distillation_rows,
@@ -15,9 +15,9 @@ from train.distillation import (
     teacher_vectors,
     write_distillation_texts,
 )
-from train.modules import DanModule
-from train.teacher_init import initialise_from_teacher, pca, zipf_sif_weights
-from train.trained_model import TrainedModel, save_model
+from askalike.train.modules import DanModule
+from askalike.train.teacher_init import initialise_from_teacher, pca, zipf_sif_weights
+from askalike.train.trained_model import TrainedModel, save_model
 
 
 def test_distillation_texts_are_distinct_seeded_and_limited():

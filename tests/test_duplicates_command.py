@@ -21,9 +21,9 @@ from helpers import (
 )
 from test_cli import assert_documented
 
-from indexer.directory import open_index
-from retrieval.collection_duplicates import Pair, centred_groups, duplicate_groups
-from retrieval.judgement import SAME_QUESTION, SameQuestionJudge, UncalibratedJudge
+from askalike.indexer.directory import open_index
+from askalike.retrieval.collection_duplicates import Pair, centred_groups, duplicate_groups
+from askalike.retrieval.judgement import SAME_QUESTION, SameQuestionJudge, UncalibratedJudge
 
 EXACT = "99.99%"  # only copies of the same text reach it, whatever the (untrained) model
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.model_dir import ModelError
-from core.text import Vocabulary
-from train.modules import CseModule, DanModule, TransformerModule, timing_signal
-from train.objectives import NliHead, ResponseSelectionHead
-from train.trained_model import TrainedModel, load_model, save_model
+from askalike.core.model_dir import ModelError
+from askalike.core.text import Vocabulary
+from askalike.train.modules import CseModule, DanModule, TransformerModule, timing_signal
+from askalike.train.objectives import NliHead, ResponseSelectionHead
+from askalike.train.trained_model import TrainedModel, load_model, save_model
 
 TEXTS = ["how do i renew my visa", "where can i buy a cheap car in doha today please",
          "visa", "best pizza"]

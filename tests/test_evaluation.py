@@ -4,9 +4,9 @@ import itertools
 
 import torch
 
-from train.evaluation import response_precision
-from train.modules import EncoderModule
-from train.trained_model import TrainedModel
+from askalike.train.evaluation import response_precision
+from askalike.train.modules import EncoderModule
+from askalike.train.trained_model import TrainedModel
 
 
 class BagOfWords(EncoderModule):

@@ -14,11 +14,11 @@ from helpers import collection, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import indexer.build
-from indexer import index_types
-from indexer.build import IndexOptions, index_sources
-from retrieval.fusion import SearchMode
-from retrieval.searcher import CANDIDATE_POOL, Searcher, SearchFilters, SearchResult
+import askalike.indexer.build
+from askalike.indexer import index_types
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.searcher import CANDIDATE_POOL, Searcher, SearchFilters, SearchResult
 
 COUNT = 700  # enough for ivfpq to train its codebooks (IvfPq.MIN_TRAINING)
 TYPES = ("flat", "hnsw", "ivf", "ivfpq")
@@ -43,7 +43,7 @@ def _built(directory: Path, model: Path, records: list[dict], encoder: object | 
     source = write_jsonl(directory / "q.jsonl", records)
     with pytest.MonkeyPatch.context() as patch:
         if encoder is not None:
-            patch.setattr(indexer.build, "load_encoder", lambda spec, threads=None: encoder)
+            patch.setattr(askalike.indexer.build, "load_encoder", lambda spec, threads=None: encoder)
         for index_type in types:
             index_sources(directory / index_type, [source], str(model),
                           options=IndexOptions(index_type=index_type, show_progress=False))

@@ -18,12 +18,12 @@ from helpers import collection, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.cqa_questions import read_cqa_collection, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
-from core.errors import UserError
-from indexer.layout import MANIFEST_FILE
-from indexer.manifest import load_faiss, read_manifest
-from indexer.sources import OnError, SourceFile
-from retrieval.cqa_runs import read_cqa_run
+from askalike.core.cqa_questions import read_cqa_collection, read_cqa_jsonl, read_cqa_threads, read_cqa_xml
+from askalike.core.errors import UserError
+from askalike.indexer.layout import MANIFEST_FILE
+from askalike.indexer.manifest import load_faiss, read_manifest
+from askalike.indexer.sources import OnError, SourceFile
+from askalike.retrieval.cqa_runs import read_cqa_run
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -11,10 +11,10 @@ from helpers import runner, search_hits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.cqa_questions import OriginalQuestion, RelatedQuestion
-from core.lexical import LexicalIndex, lexical_tokens, rank_candidates
-from retrieval.fusion import SearchMode, fuse, fuse_lists, fused_score, min_max
-from retrieval.reranker import Reranker
+from askalike.core.cqa_questions import OriginalQuestion, RelatedQuestion
+from askalike.core.lexical import LexicalIndex, lexical_tokens, rank_candidates
+from askalike.retrieval.fusion import SearchMode, fuse, fuse_lists, fused_score, min_max
+from askalike.retrieval.reranker import Reranker
 
 DOCS = {10: "how do i renew my visa in doha", 11: "cheap used cars for sale",
         12: "visa renewal fees for expats", 13: "best pizza near the pearl", 14: ""}
@@ -120,7 +120,7 @@ def question(text: str, related: list[str]) -> OriginalQuestion:
 
 
 def test_hybrid_reranking_fuses_dense_and_bm25(tiny_model):
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     questions = [question("visa renewal in doha", ["renew my visa", "cheap cars", "doha visa office"])]
     encoder = load_encoder(tiny_model)
@@ -142,7 +142,7 @@ RARE = {"id": "rare", "subject": "Zolfaghari clinic", "body": "Has anyone been t
 def build(index_dir, records, model, tmp_path, *extra_options) -> None:
     from helpers import QUIET, write_jsonl
 
-    from indexer.build import index_sources
+    from askalike.indexer.build import index_sources
 
     source = write_jsonl(tmp_path / "questions.jsonl", records)
     options = QUIET if not extra_options else extra_options[0]
@@ -152,7 +152,7 @@ def build(index_dir, records, model, tmp_path, *extra_options) -> None:
 def test_hybrid_search_finds_a_question_sharing_only_a_rare_term(tmp_path, tiny_model):
     from helpers import collection
 
-    from retrieval.searcher import Searcher
+    from askalike.retrieval.searcher import Searcher
 
     build(tmp_path / "index", [*collection(60), RARE], tiny_model, tmp_path)
     with Searcher(tmp_path / "index") as searcher:
@@ -172,10 +172,10 @@ def test_hybrid_search_finds_a_question_sharing_only_a_rare_term(tmp_path, tiny_
 def test_the_bm25_file_follows_added_and_removed_questions(tmp_path, tiny_model):
     from helpers import QUIET, collection
 
-    from indexer.build import IndexOptions
-    from indexer.directory import check_index, open_index
-    from indexer.manifest import load_lexical
-    from retrieval.searcher import Searcher
+    from askalike.indexer.build import IndexOptions
+    from askalike.indexer.directory import check_index, open_index
+    from askalike.indexer.manifest import load_lexical
+    from askalike.retrieval.searcher import Searcher
 
     index_dir = tmp_path / "index"
     records = collection(40)
@@ -202,7 +202,7 @@ def test_the_bm25_file_follows_added_and_removed_questions(tmp_path, tiny_model)
 def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
     from helpers import collection
 
-    from app.cli import app
+    from askalike.app.cli import app
 
     index_dir = tmp_path / "index"
     build(index_dir, [*collection(20), RARE], tiny_model, tmp_path)
@@ -222,7 +222,7 @@ def test_a_damaged_bm25_file_is_refused_and_repaired(tmp_path, tiny_model):
 
 
 def test_hybrid_is_the_default_only_where_tuning_found_that_words_help():
-    from retrieval.fusion import default_mode
+    from askalike.retrieval.fusion import default_mode
 
     assert default_mode(None) == SearchMode.dense  # never tuned
     assert default_mode(1.0) == SearchMode.dense  # tuning chose dense alone

@@ -8,8 +8,8 @@ import json
 import pytest
 from helpers import assert_one_line_error, collection, index, invoke, write_jsonl
 
-from indexer.directory import check_index
-from indexer.store import Store
+from askalike.indexer.directory import check_index
+from askalike.indexer.store import Store
 
 
 def _stored(index_dir, source) -> dict:
@@ -76,7 +76,7 @@ def test_sources_of_one_file_name_are_told_apart(tmp_path, tiny_model):
 def _interrupted_first_run(tmp_path, tiny_model, monkeypatch, *options: str):
     """A first run that stored its questions and was stopped before it wrote the FAISS file and
     the manifest (as Ctrl-C or kill -9 there leaves it)."""
-    import indexer.build
+    import askalike.indexer.build
 
     source = write_jsonl(tmp_path / "q.jsonl", collection(30))
 
@@ -84,7 +84,7 @@ def _interrupted_first_run(tmp_path, tiny_model, monkeypatch, *options: str):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patched:
-        patched.setattr(indexer.build, "sync_vector_index", interrupted)
+        patched.setattr(askalike.indexer.build, "sync_vector_index", interrupted)
         result = invoke("index", source, "--model", tiny_model, "--index", tmp_path / "index", *options)
     assert result.exit_code != 0 and not (tmp_path / "index" / "manifest.json").exists()
     return source
@@ -112,8 +112,8 @@ def _made_ids(tmp_path, rows, name="q.csv") -> list[str]:
     """The ids `index` makes for the rows (subject, body) of a CSV without an id column, in order."""
     path = tmp_path / name
     path.write_text("subject,body\n" + "".join(f"{s},{b}\n" for s, b in rows))
-    from indexer.choices import OnError
-    from indexer.sources import SourceFile
+    from askalike.indexer.choices import OnError
+    from askalike.indexer.sources import SourceFile
 
     return [q.external_id for q in SourceFile(path, OnError.stop).check([])]
 
@@ -137,7 +137,7 @@ def test_made_ids_tell_where_subject_and_body_are_cut(tmp_path):
 def test_ids_made_the_former_way_are_renewed_not_added_again(tmp_path, tiny_model):
     import sqlite3
 
-    from indexer.sources import former_made_id
+    from askalike.indexer.sources import former_made_id
 
     rows = [(f"question {n}", f"body {n}") for n in range(12)] + [("same", "text"), ("same", "text")]
     source = tmp_path / "q.csv"

@@ -20,17 +20,17 @@ from helpers import (
     write_jsonl,
 )
 
-from core.datasets import DataError
-from core.loader import load_encoder
-from indexer.build import IndexOptions, index_sources
-from indexer.choices import OnError
-from indexer.database import StoreError
-from indexer.directory import check_index, index_info, open_index, repair_index
-from indexer.index_types import IndexBuildError
-from indexer.layout import IndexDirectoryError, index_lock
-from indexer.manifest import read_manifest
-from indexer.store import Store
-from indexer.vector_index import index_ids
+from askalike.core.datasets import DataError
+from askalike.core.loader import load_encoder
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.choices import OnError
+from askalike.indexer.database import StoreError
+from askalike.indexer.directory import check_index, index_info, open_index, repair_index
+from askalike.indexer.index_types import IndexBuildError
+from askalike.indexer.layout import IndexDirectoryError, index_lock
+from askalike.indexer.manifest import read_manifest
+from askalike.indexer.store import Store
+from askalike.indexer.vector_index import index_ids
 
 
 def test_round_trip_finds_a_question_first(tmp_path, tiny_model, database_url):
@@ -251,7 +251,7 @@ def test_vectors_are_stored_exactly(tmp_path, tiny_model):
 
 
 def test_dry_run_says_what_a_run_would_do_and_writes_nothing(tmp_path, tiny_model):
-    from indexer.build import plan_sources
+    from askalike.indexer.build import plan_sources
 
     records = collection(20)
     index_dir = tmp_path / "index"
@@ -271,7 +271,7 @@ def test_dry_run_says_what_a_run_would_do_and_writes_nothing(tmp_path, tiny_mode
 
 
 def test_delete_by_the_users_ids_is_all_or_nothing(tmp_path, tiny_model):
-    from indexer.build import delete_questions
+    from askalike.indexer.build import delete_questions
 
     index_dir = tmp_path / "index"
     sources = [write_jsonl(tmp_path / "a.jsonl", collection(10)),

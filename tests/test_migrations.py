@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from sqlalchemy import MetaData, insert, select, text
 
-from core.model_dir import EncoderIdentity
-from indexer import migrations
-from indexer.database import Database, StoreError
-from indexer.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, recorded_version
-from indexer.store import Store
-from indexer.tables import QUESTIONS, SETTINGS, TABLES
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer import migrations
+from askalike.indexer.database import Database, StoreError
+from askalike.indexer.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, recorded_version
+from askalike.indexer.store import Store
+from askalike.indexer.tables import QUESTIONS, SETTINGS, TABLES
 
 ENCODER = EncoderIdentity("models/x", "abc123", 4)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import assert_one_line_error, invoke
 
-from core.numbers import ShareError, decimal, integer, share
+from askalike.core.numbers import ShareError, decimal, integer, share
 
 
 @pytest.mark.parametrize(("text", "value"), [("0.5", 0.5), (" -3 ", -3.0), ("1e-5", 1e-5), (".5", 0.5),

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from train.objectives import (
+from askalike.train.objectives import (
     NliHead,
     ResponseSelectionHead,
     cosine_ranking_loss,

@@ -9,7 +9,7 @@ import io
 import pytest
 from helpers import index, invoke, write_jsonl
 
-from app.safe_text import spreadsheet_text
+from askalike.app.safe_text import spreadsheet_text
 
 FORMULAS = ["=1+2", "\r=1+2", "+SUM(A1)", "-2+3", "@SUM(1)", "  =HYPERLINK(\"x\")", "\t=1"]
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from core.quantization import ROW_SCALE_SUFFIX, dequantize_rows, dequantize_tables, quantize_rows
+from askalike.core.quantization import ROW_SCALE_SUFFIX, dequantize_rows, dequantize_tables, quantize_rows
 
 
 def test_rows_round_trip_within_half_a_step_and_zero_rows_stay_zero():

@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 from helpers import QUIET, ROOT, collection, own_database, runner, stored_state, write_jsonl
 
-from app.cli import app
-from core.loader import load_encoder
-from core.model_dir import weights_fingerprint
-from indexer import ray_engine
-from indexer.build import IndexOptions, index_sources
-from indexer.choices import Engine
-from indexer.directory import check_index
-from indexer.ray_engine import EngineError, RayEngine
-from indexer.store import Store
-from retrieval.searcher import Searcher
+from askalike.app.cli import app
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import weights_fingerprint
+from askalike.indexer import ray_engine
+from askalike.indexer.build import IndexOptions, index_sources
+from askalike.indexer.choices import Engine
+from askalike.indexer.directory import check_index
+from askalike.indexer.ray_engine import EngineError, RayEngine
+from askalike.indexer.store import Store
+from askalike.retrieval.searcher import Searcher
 
 RAY_MISSING = importlib.util.find_spec("ray") is None
 needs_ray = pytest.mark.skipif(RAY_MISSING, reason="the Ray engine needs Ray: pip install -e '.[ray]'")
@@ -149,7 +149,7 @@ def test_the_command_starts_a_local_ray_of_its_own_and_stays_quiet(tmp_path, sou
     """As a user runs it: no cluster given, in a fresh process; stdout holds the JSON alone, and
     Ray adds nothing to stderr."""
     env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
-    result = subprocess.run([sys.executable, "-m", "app", "index", *map(str, sources), "--model",
+    result = subprocess.run([sys.executable, "-m", "askalike.app", "index", *map(str, sources), "--model",
                              str(tiny_model), "--index", str(tmp_path / "index"), "--engine", "ray",
                              "--commit-every", "40", "--batch-size", "16", "--json"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
@@ -162,7 +162,7 @@ def test_the_command_starts_a_local_ray_of_its_own_and_stays_quiet(tmp_path, sou
 @needs_ray
 def test_an_unreachable_cluster_is_a_one_line_error(tmp_path, sources, tiny_model):
     """In a fresh process, as a user runs it (this module's Ray is already connected)."""
-    result = subprocess.run([sys.executable, "-m", "app", "index", str(sources[0]), "--model",
+    result = subprocess.run([sys.executable, "-m", "askalike.app", "index", str(sources[0]), "--model",
                              str(tiny_model), "--index", str(tmp_path / "index"), "--engine", "ray",
                              "--ray-address", "127.0.0.1:1", "--json"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -27,7 +27,7 @@ def blocks(text: str, language: str) -> list[str]:
 
 def run_shell(lines: str, cwd) -> str:
     """``lines`` in bash with ``askalike`` as this checkout's CLI; their stdout."""
-    command = f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.quote(sys.executable)} -m app"
+    command = f"{shlex.quote(sys.executable)} -m askalike.app"
     askalike = f'askalike() {{ {command} "$@"; }}'
     env = {k: v for k, v in os.environ.items() if k != "ASKALIKE_INDEX"} | {"COLUMNS": "80"}
     done = subprocess.run(["bash", "-ec", f"{askalike}\n{lines}"], cwd=cwd, env=env, capture_output=True,

@@ -36,8 +36,8 @@ from helpers import (
     write_jsonl,
 )
 
-from app.cli import app
-from indexer.directory import check_index, open_index
+from askalike.app.cli import app
+from askalike.indexer.directory import check_index, open_index
 
 BAD_INPUTS = Path(__file__).parent / "bad_inputs"
 
@@ -332,7 +332,7 @@ def test_database_locked_within_the_bound(base_index, tmp_path, tiny_model):
 WAIT_THEN_RUN = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from app.cli import main  # the slow imports happen before the signal
+    from askalike.app.cli import main  # the slow imports happen before the signal
     go = Path(sys.argv[1])
     while not go.exists():
         time.sleep(0.005)
@@ -371,7 +371,7 @@ def test_two_index_runs_never_interleave(tmp_path, tiny_model):
 SEARCH_LOOP = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from retrieval.searcher import Searcher
+    from askalike.retrieval.searcher import Searcher
     index_dir, stop, seen = Path(sys.argv[1]), Path(sys.argv[2]), set()
     searches = 0
     while not stop.exists() or searches < 5:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.upsert import delete_question
-from retrieval.fusion import SearchMode
-from retrieval.searcher import Searcher
+from askalike.indexer.upsert import delete_question
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.searcher import Searcher
 
 QUERY = "how do i renew my visa in doha"
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 from helpers import collection, index, write_jsonl
 
-from retrieval.fusion import SearchMode
-from retrieval.results import Shown, at_least, collapsed, search_payload
-from retrieval.searcher import Searcher, SearchError, SearchResult
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.results import Shown, at_least, collapsed, search_payload
+from askalike.retrieval.searcher import Searcher, SearchError, SearchResult
 
 
 def hit(rank: int, cosine: float, duplicate_of: int | None = None) -> SearchResult:

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from helpers import QUIET, ROOT, collection, make_tiny_model, runner, search_hits, write_jsonl
 
-from app.cli import app
-from app.hits import result_row, similarity_bar
-from core.cqa_questions import read_cqa_questions
-from core.loader import load_encoder
-from indexer.build import index_sources
-from retrieval.duplicates import first_near_duplicate
-from retrieval.judgement import model_judge
-from retrieval.reranker import Reranker
-from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchResult
+from askalike.app.cli import app
+from askalike.app.hits import result_row, similarity_bar
+from askalike.core.cqa_questions import read_cqa_questions
+from askalike.core.loader import load_encoder
+from askalike.indexer.build import index_sources
+from askalike.retrieval.duplicates import first_near_duplicate
+from askalike.retrieval.judgement import model_judge
+from askalike.retrieval.reranker import Reranker
+from askalike.retrieval.searcher import Searcher, SearchError, SearchFilters, SearchResult
 
 
 @pytest.fixture(scope="module")

@@ -12,24 +12,24 @@ import numpy as np
 import pytest
 from helpers import QUIET, collection, own_database, runner, search_hits, stored_state, write_jsonl
 
-import indexer.build
-from app.cli import app
-from core import lexical
-from core.datasets import DataError
-from core.lexical import LexicalIndex
-from core.loader import load_encoder
-from indexer import index_type_choice
-from indexer.build import IndexOptions, index_sources, plan_sources
-from indexer.choices import OnError
-from indexer.directory import check_index
-from indexer.index_type_choice import auto_index_type, resolve_index_type
-from indexer.index_types import INDEX_TYPES, Hnsw, IndexBuildError
-from indexer.layout import MANIFEST_FILE
-from indexer.manifest import read_manifest
-from indexer.sources import SourceFile
-from indexer.vector_index import build_index, search_parameters, training_sample, training_size
-from retrieval.fusion import SearchMode
-from retrieval.searcher import Searcher, SearchError, SearchFilters, SearchSettings
+import askalike.indexer.build
+from askalike.app.cli import app
+from askalike.core import lexical
+from askalike.core.datasets import DataError
+from askalike.core.lexical import LexicalIndex
+from askalike.core.loader import load_encoder
+from askalike.indexer import index_type_choice
+from askalike.indexer.build import IndexOptions, index_sources, plan_sources
+from askalike.indexer.choices import OnError
+from askalike.indexer.directory import check_index
+from askalike.indexer.index_type_choice import auto_index_type, resolve_index_type
+from askalike.indexer.index_types import INDEX_TYPES, Hnsw, IndexBuildError
+from askalike.indexer.layout import MANIFEST_FILE
+from askalike.indexer.manifest import read_manifest
+from askalike.indexer.sources import SourceFile
+from askalike.indexer.vector_index import build_index, search_parameters, training_sample, training_size
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.searcher import Searcher, SearchError, SearchFilters, SearchSettings
 
 
 class Interrupted(Exception):
@@ -60,7 +60,7 @@ def recording(monkeypatch, fail_at: int | None = None) -> list[RecordingEncoder]
         made.append(RecordingEncoder(load_encoder(spec, threads=threads), fail_at))
         return made[-1]
 
-    monkeypatch.setattr(indexer.build, "load_encoder", load)
+    monkeypatch.setattr(askalike.indexer.build, "load_encoder", load)
     return made
 
 
@@ -320,7 +320,7 @@ def test_a_new_index_type_is_one_class(tmp_path, tiny_model, monkeypatch):
     """Adding an index type built from FAISS's parts (here IVF over 8-bit scalar-quantised
     vectors) is a subclass in indexer/index_types.py, listed in its registry: the run builds it
     and searches read its lists with their own nprobe."""
-    from indexer.index_types import Ivf
+    from askalike.indexer.index_types import Ivf
 
     class IvfSq8(Ivf):
         name = "ivfsq8"

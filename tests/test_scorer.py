@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.data_dir import DataError, resolve_data_dir
-from retrieval.cqa_runs import CqaRunLine, read_cqa_run
-from retrieval.scorer import ScorerError, average_precision, format_report, score_run
+from askalike.core.data_dir import DataError, resolve_data_dir
+from askalike.retrieval.cqa_runs import CqaRunLine, read_cqa_run
+from askalike.retrieval.scorer import ScorerError, average_precision, format_report, score_run
 
 SCORE_LINE = re.compile(r"(MAP|AvgRec|MRR|REC-1@|ALL SCORES)")
 GOLD = {

@@ -10,8 +10,8 @@ import json
 import pytest
 from helpers import assert_one_line_error, collection, index, invoke, search_hits, write_jsonl
 
-from app.hits import RESULT_FIELDS
-from retrieval.judgement import model_judge
+from askalike.app.hits import RESULT_FIELDS
+from askalike.retrieval.judgement import model_judge
 
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
 <RelQuestion RELQ_ID="Q9_R1" RELQ_CATEGORY="Visas and Permits" RELQ_DATE="2012-03-04 10:00:00">

@@ -14,13 +14,13 @@ import pytest
 from helpers import collection, documented_schema, index, write_jsonl
 from serving import KEY, WRITE, WRONG, serving
 
-from app.commands.serve import UVICORN_OPTIONS
-from app.server.security import KeyChecker, public_message
-from app.server.settings import Limits, ServerConfigError, ServerSettings, api_keys
-from indexer.layout import index_lock
-from retrieval.fusion import SearchMode
-from retrieval.results import Shown, search_payload
-from retrieval.searcher import Searcher, SearchFilters
+from askalike.app.commands.serve import UVICORN_OPTIONS
+from askalike.app.server.security import KeyChecker, public_message
+from askalike.app.server.settings import Limits, ServerConfigError, ServerSettings, api_keys
+from askalike.indexer.layout import index_lock
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.results import Shown, search_payload
+from askalike.retrieval.searcher import Searcher, SearchFilters
 
 JSON = {"content-type": "application/json"}
 NEW = {"id": "new-1", "subject": "zebra crossing rules", "body": "who may cross first at a zebra crossing?",
@@ -266,7 +266,7 @@ def test_a_worker_of_several_has_its_index_loaded_before_it_takes_a_request(buil
     still be running at the first request."""
     from fastapi.testclient import TestClient
 
-    from app.server.api import ServedIndex, create_app
+    from askalike.app.server.api import ServedIndex, create_app
 
     load = ServedIndex.load
     monkeypatch.setattr(ServedIndex, "load", lambda self: (time.sleep(2), load(self)))
@@ -278,7 +278,7 @@ def test_a_worker_of_several_has_its_index_loaded_before_it_takes_a_request(buil
 def test_writes_are_off_without_keys(built, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from app.server.api import create_app
+    from askalike.app.server.api import create_app
 
     monkeypatch.delenv("ASKALIKE_API_KEYS", raising=False)
     with TestClient(create_app(ServerSettings(str(built[0])))) as client:

@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, collection, index, write_jsonl
 from serving import KEY, WRITE, free_port
 
-from indexer.directory import recorded_verdicts
+from askalike.indexer.directory import recorded_verdicts
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), shutil.which("chromedriver")
 
@@ -29,7 +29,7 @@ def served(index_dir: Path, tmp_path: Path, *options: str) -> Iterator[str]:
     keys.write_text(KEY + "\n")
     port = free_port()
     log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "app", "serve", "--index", str(index_dir),
+    process = subprocess.Popen([sys.executable, "-m", "askalike.app", "serve", "--index", str(index_dir),
                                 "--port", str(port), "--api-keys", str(keys), *options],
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                env={**os.environ, "ASKALIKE_API_KEYS": ""})

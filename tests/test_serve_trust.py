@@ -12,9 +12,9 @@ import pytest
 from helpers import collection, index, invoke, write_jsonl
 from serving import KEY, WRITE, serving
 
-from app.server.settings import ServerConfigError, ServerSettings, api_keys
-from indexer.directory import check_index
-from indexer.store import Store
+from askalike.app.server.settings import ServerConfigError, ServerSettings, api_keys
+from askalike.indexer.directory import check_index
+from askalike.indexer.store import Store
 
 JSON = {"content-type": "application/json"}
 

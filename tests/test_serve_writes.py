@@ -11,9 +11,9 @@ import pytest
 from helpers import index, write_jsonl
 from serving import WRITE, listening, serving
 
-from core.loader import load_encoder
-from core.text import join_subject_body
-from retrieval.fusion import SearchMode
+from askalike.core.loader import load_encoder
+from askalike.core.text import join_subject_body
+from askalike.retrieval.fusion import SearchMode
 
 QUERY = "how do i find a good visa this weekend"
 TEXTS = [("visa office hours", "when does the visa office open this weekend?"),
@@ -104,8 +104,8 @@ def test_a_write_through_one_server_is_seen_by_another(built, tmp_path):
                          "searches go on from the state before, each logging the failure and trying "
                          "the new state again")
 def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, caplog):
-    from retrieval.live import LiveSearcher
-    from retrieval.searcher import Searcher
+    from askalike.retrieval.live import LiveSearcher
+    from askalike.retrieval.searcher import Searcher
 
     index_dir = built[0]
     opened: list[object] = []
@@ -130,12 +130,12 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
                          "the server opens the new state and answers; a state that fails to open "
                          "while its manifest stays the same is refused as damaged")
 def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_model, monkeypatch):
-    import indexer.directory
-    from indexer.layout import IndexDirectoryError
-    from retrieval.searcher import Searcher
+    import askalike.indexer.directory
+    from askalike.indexer.layout import IndexDirectoryError
+    from askalike.retrieval.searcher import Searcher
 
     index_dir = built[0]
-    read_lexical = indexer.directory.load_lexical
+    read_lexical = askalike.indexer.directory.load_lexical
     reads: list[str] = []
 
     def caught_mid_write(directory, manifest):
@@ -145,7 +145,7 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
                   index_dir, tiny_model)
         return read_lexical(directory, manifest)
 
-    monkeypatch.setattr(indexer.directory, "load_lexical", caught_mid_write)
+    monkeypatch.setattr(askalike.indexer.directory, "load_lexical", caught_mid_write)
     searcher = Searcher(index_dir, lexical_now=True)
     assert len(reads) == 2 and reads[0] != reads[1] and searcher.count == 201
     assert searcher.search("penguins", 1, mode=SearchMode.lexical)[0].external_id == "m1"

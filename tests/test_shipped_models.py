@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.loader import load_encoder
-from train.config import load_config
-from train.trained_model import load_model
+from askalike.core.loader import load_encoder
+from askalike.train.config import load_config
+from askalike.train.trained_model import load_model
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SHIPPED = ["fast", "accurate"]

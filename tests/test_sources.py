@@ -13,10 +13,10 @@ from helpers import write_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.datasets import DataError
-from core.dates import DateOrder
-from indexer.choices import OnError
-from indexer.sources import SourceFile, category_key, clean_text
+from askalike.core.datasets import DataError
+from askalike.core.dates import DateOrder
+from askalike.indexer.choices import OnError
+from askalike.indexer.sources import SourceFile, category_key, clean_text
 
 
 def read(path: Path, on_error: OnError = OnError.stop) -> tuple[list, list[str]]:

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from core.model_dir import EncoderIdentity
-from indexer.database import StoreError, lock_timeout_s, masked_url
-from indexer.migrations import SCHEMA_VERSION
-from indexer.sources import SourceQuestion
-from indexer.store import DamagedVectorsError, Store
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.database import StoreError, lock_timeout_s, masked_url
+from askalike.indexer.migrations import SCHEMA_VERSION
+from askalike.indexer.sources import SourceQuestion
+from askalike.indexer.store import DamagedVectorsError, Store
 
 DIM = 4
 ENCODER = EncoderIdentity("models/x", "abc123", DIM)

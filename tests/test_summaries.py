@@ -10,8 +10,8 @@ import shutil
 import pytest
 from helpers import invoke, search_ids, write_bytes
 
-from app.summaries import duration, megabytes, model_label
-from core.model_dir import SHIPPED_MODELS_DIR, update_model_config
+from askalike.app.summaries import duration, megabytes, model_label
+from askalike.core.model_dir import SHIPPED_MODELS_DIR, update_model_config
 
 QUESTIONS = (b"id,subject,body,category\nq1,Renewing a residence permit,How long does it take?,Visas\n"
              b"q2,Residence permit renewal time,How many days?,Visas\nq3,Best beach for kids,Safe?,Leisure\n"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.model_dir import EncoderIdentity
-from indexer.layout import default_database_url
-from indexer.manifest import load_faiss, load_lexical
-from indexer.sources import SourceQuestion
-from indexer.store import Store
-from indexer.sync import sync_vector_index
-from indexer.vector_index import index_ids
+from askalike.core.model_dir import EncoderIdentity
+from askalike.indexer.layout import default_database_url
+from askalike.indexer.manifest import load_faiss, load_lexical
+from askalike.indexer.sources import SourceQuestion
+from askalike.indexer.store import Store
+from askalike.indexer.sync import sync_vector_index
+from askalike.indexer.vector_index import index_ids
 
 DIM = 8
 ENCODER = EncoderIdentity("m", "f", DIM)
@@ -72,7 +72,7 @@ def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_p
         manifest, _ = _synced(tmp_path, store, None)
         _add(store, 10, 5)
         with monkeypatch.context() as patched:
-            patched.setattr("indexer.sync.load_faiss", _refuse)
+            patched.setattr("askalike.indexer.sync.load_faiss", _refuse)
             manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert not rebuilt
         _assert_matches_store(tmp_path, manifest, store)
@@ -83,13 +83,13 @@ def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_p
             _synced(other, other_store, None)
         _add(store, 15, 2)
         with monkeypatch.context() as patched:
-            patched.setattr("indexer.sync.load_faiss", _refuse)
+            patched.setattr("askalike.indexer.sync.load_faiss", _refuse)
             manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert rebuilt  # the kept index was the other directory's: this file was read, and refused
         _assert_matches_store(tmp_path, manifest, store)
 
 
 def _refuse(*_: object) -> None:
-    from indexer.layout import IndexDirectoryError
+    from askalike.indexer.layout import IndexDirectoryError
 
     raise IndexDirectoryError("read")

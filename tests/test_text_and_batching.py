@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.text import Vocabulary, tokenize
-from train.batching import text_key, unique_text_batches
+from askalike.core.text import Vocabulary, tokenize
+from askalike.train.batching import text_key, unique_text_batches
 
 
 def test_tokenize_normalises_case_and_unicode():

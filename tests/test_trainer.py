@@ -16,15 +16,15 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from core.datasets import read_nli, read_sts_benchmark, stsb_path
-from core.text import Vocabulary
-from train.config import ConfigError, parse_config
-from train.corpus import TrainingData, conversation_pairs, load_training_data
-from train.evaluation import response_precision
-from train.multitask import ResponseSelection
-from train.seed_average import train_seed_average
-from train.trained_model import load_model, save_model
-from train.trainer import Trainer
+from askalike.core.datasets import read_nli, read_sts_benchmark, stsb_path
+from askalike.core.text import Vocabulary
+from askalike.train.config import ConfigError, parse_config
+from askalike.train.corpus import TrainingData, conversation_pairs, load_training_data
+from askalike.train.evaluation import response_precision
+from askalike.train.multitask import ResponseSelection
+from askalike.train.seed_average import train_seed_average
+from askalike.train.trained_model import load_model, save_model
+from askalike.train.trainer import Trainer
 
 ENCODERS = {
     "dan": {"embedding_dim": 64, "hidden": [128, 128]},
@@ -250,7 +250,7 @@ def test_hard_negatives_read_from_a_file_replace_the_threads_irrelevant_question
 
 
 def test_a_checkpoint_written_before_a_config_key_existed_still_resumes():
-    from train.trainer import _resumable
+    from askalike.train.trainer import _resumable
 
     current = small_config("dan").as_dict()
     older = {**current, "data": {k: v for k, v in current["data"].items() if k != "cqa_hard_negatives"}}
@@ -310,7 +310,7 @@ checkpoint_every = 4
 
 
 def _train(config: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "app", "train", str(config), "--run-dir",
+    return subprocess.Popen([sys.executable, "-m", "askalike.app", "train", str(config), "--run-dir",
                              str(run_dir), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -448,8 +448,8 @@ def test_average_seeds_must_be_distinct_integers():
 def test_a_sample_of_chosen_in_domain_texts_leaves_the_others_out(data_dir, dialog_data):
     """distill_in_domain (e.g. distilling a pretrained base back in on general sentences): the
     sample's first group holds the named sources only; none gives the general pool alone."""
-    from core.datasets import NliPair
-    from train.task_inputs import distillation_pool
+    from askalike.core.datasets import NliPair
+    from askalike.train.task_inputs import distillation_pool
 
     nli = [NliPair("entailment", "A dog runs in a park.", "An animal is outside.")]
     data = TrainingData(dialog_data.pairs[:50], [], nli)

@@ -33,10 +33,10 @@ from helpers import (
     write_jsonl,
 )
 
-from indexer.directory import check_index, open_index
-from indexer.manifest import read_manifest
-from indexer.store import Store
-from indexer.vector_index import index_ids
+from askalike.indexer.directory import check_index, open_index
+from askalike.indexer.manifest import read_manifest
+from askalike.indexer.store import Store
+from askalike.indexer.vector_index import index_ids
 
 # ------------------------------------------------------------------ silently wrong answers
 

@@ -19,7 +19,7 @@ from helpers import QUIET, ROOT, TOPICS, collection, write_jsonl
 from textual.geometry import Region
 from textual.widgets import DataTable, Input, SelectionList
 
-from app.tui import (
+from askalike.app.tui import (
     DEBOUNCE_S,
     HELP,
     DetailScreen,
@@ -30,10 +30,10 @@ from app.tui import (
     describe_filters,
     fitted_rows,
 )
-from indexer.build import index_sources
-from retrieval.judgement import SEARCH_MIN_MATCH
-from retrieval.results import Shown
-from retrieval.searcher import Searcher, SearchFilters
+from askalike.indexer.build import index_sources
+from askalike.retrieval.judgement import SEARCH_MIN_MATCH
+from askalike.retrieval.results import Shown
+from askalike.retrieval.searcher import Searcher, SearchFilters
 
 SIZE = (100, 30)
 THREAD = b"""<root><Thread THREAD_SEQUENCE="Q9_R1">
@@ -480,7 +480,8 @@ def test_real_terminal_session(index_dir, tmp_path):
     query, Down from the search box, the opened question, m there, b, the help, Ctrl+C."""
     tmux = ["tmux", "-L", f"askalike-test-{os.getpid()}"]  # a private server: no other session sees it
     exit_status = tmp_path / "exit-status"
-    command = (f"{shlex.quote(sys.executable)} -m app tui --index {shlex.quote(str(index_dir))} -k 10; "
+    command = (f"{shlex.quote(sys.executable)} -m askalike.app tui "
+               f"--index {shlex.quote(str(index_dir))} -k 10; "
                f"echo $? > {shlex.quote(str(exit_status))}")
 
     def screen() -> str:
@@ -492,7 +493,7 @@ def test_real_terminal_session(index_dir, tmp_path):
 
     # the size said in the environment too: a COLUMNS inherited from the test run would win
     subprocess.run([*tmux, "new-session", "-d", "-x", "120", "-y", "30", "-s", "tui", "-c", str(ROOT),
-                    "-e", f"PYTHONPATH={ROOT}", "-e", "COLUMNS=120", "-e", "LINES=30", command], check=True)
+                    "-e", "COLUMNS=120", "-e", "LINES=30", command], check=True)
     try:
         _wait_for(lambda: "Type a question." in screen(), "the index to load", screen)
         keys("Family visa for my parents")

@@ -9,11 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
-from core.pair_files import read_labelled_pairs
-from retrieval.judgement import SameQuestionJudge, model_judge
+from askalike.core.ood_evaluation import OOD_DOMAINS, domain_part, ranking_accuracy
+from askalike.core.pair_files import read_labelled_pairs
+from askalike.retrieval.judgement import SameQuestionJudge, model_judge
+from askalike.train.pair_tuning import (
+    EpochPlan,
+    TuneSettings,
+    epoch_plan,
+    split_dev,
+    training_data,
+    tune_config,
+)
 from tests.helpers import assert_one_line_error, index, invoke, make_tiny_model
-from train.pair_tuning import EpochPlan, TuneSettings, epoch_plan, split_dev, training_data, tune_config
 
 TOPICS = ["visa", "car", "pizza", "school", "flight", "rent", "salary", "beach", "doctor", "phone"]
 
@@ -236,7 +243,7 @@ def test_collection_words_missing_from_a_dan_get_rows_of_their_own(tmp_path, tin
                     "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["new_words"] == 3  # kerberos, ticket, renew
-    from core.loader import load_encoder
+    from askalike.core.loader import load_encoder
 
     adapted, base = load_encoder(out), load_encoder(tiny_model)
     assert adapted.knows_words("kerberos") and not base.knows_words("kerberos")
@@ -246,8 +253,8 @@ def test_collection_words_missing_from_a_dan_get_rows_of_their_own(tmp_path, tin
 @pytest.mark.slow
 def test_a_pretrained_peer_runs_its_own_fp32_weights(tmp_path, monkeypatch):
     """Figures called a peer's are the peer's: its export is not the int8 variant."""
-    from core.loader import load_encoder
-    from train.trained_model import export_once, load_model
+    from askalike.core.loader import load_encoder
+    from askalike.train.trained_model import export_once, load_model
 
     monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
     export_once("pretrained:all-MiniLM-L6-v2")
@@ -309,7 +316,7 @@ def test_adapting_to_a_collection_names_the_new_words(tmp_path, tiny_model):
 
 def test_the_summary_reads_the_record_of_a_run_from_before_scores_and_teachers():
     """``tune --resume`` of a run that had ended returns its record as it was written."""
-    from app.summaries import tune_summary
+    from askalike.app.summaries import tune_summary
 
     figures = {"dev_pairs": 40, "dev_ranking_accuracy": 0.9, "dev_top1": 0.5, "dev_score": 0.9}
     old = {"base": "models/fast", "pairs_file": "runs/pairs.csv", "dev_file": None, "train_pairs": 300,
@@ -329,7 +336,7 @@ def test_tune_says_how_long_it_will_take_before_it_starts(tmp_path, tiny_model):
 
 
 def test_the_estimate_counts_each_step_s_texts_and_what_a_resumed_run_has_left():
-    from train.pair_tuning import STEP_COST, estimate
+    from askalike.train.pair_tuning import STEP_COST, estimate
 
     planned = estimate(steps_per_epoch=10, epochs=3, batch=8, dev_seconds=2.0, dev_texts=40)
     assert planned.epoch_seconds == pytest.approx(10 * 2 * 8 * (2.0 / 40) * STEP_COST + 2.0)
@@ -342,8 +349,8 @@ def test_the_estimate_counts_each_step_s_texts_and_what_a_resumed_run_has_left()
                          "--resume continues it")
 @pytest.mark.parametrize("checkpointed", [True, False])
 def test_an_interrupted_tune_says_how_to_resume(tmp_path, tiny_model, monkeypatch, checkpointed):
-    from train.pair_tuning import CHECKPOINT_FILE
-    from train.trainer import Trainer
+    from askalike.train.pair_tuning import CHECKPOINT_FILE
+    from askalike.train.trainer import Trainer
 
     def interrupted(self, **_):
         if checkpointed:
@@ -365,7 +372,7 @@ def test_an_interrupted_tune_says_how_to_resume(tmp_path, tiny_model, monkeypatc
 @pytest.mark.reliability("a tuned model that scores one held-out figure below its base",
                          "a warning naming the figure, before and after (never silent)")
 def test_a_figure_that_falls_is_said():
-    from app.summaries import tune_summary
+    from askalike.app.summaries import tune_summary
 
     before = {"dev_pairs": 40, "dev_ranking_accuracy": 0.90, "dev_top1": 0.929, "dev_score": 0.90}
     after = {"dev_pairs": 40, "dev_ranking_accuracy": 0.95, "dev_top1": 0.886, "dev_score": 0.95}

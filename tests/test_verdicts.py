@@ -11,9 +11,9 @@ from helpers import assert_one_line_error, collection, invoke
 from serving import WRITE, WRONG, serving
 from test_cli import assert_documented
 
-from core.pair_files import LabelledPair, read_labelled_pairs
-from core.text import join_subject_body
-from indexer.directory import recorded_verdicts
+from askalike.core.pair_files import LabelledPair, read_labelled_pairs
+from askalike.core.text import join_subject_body
+from askalike.indexer.directory import recorded_verdicts
 
 SOURCE = "questions.jsonl"  # the built index's source, by its name
 

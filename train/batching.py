@@ -13,7 +13,7 @@ from itertools import chain
 
 import numpy as np
 
-from core.text import normalize
+from askalike.core.text import normalize
 
 
 def text_key(text: str) -> str:

@@ -5,7 +5,7 @@ related questions of other originals); its best hits are written, best first, as
 TSV that a training config reads with ``[data] cqa_hard_negatives_from``. The original's own
 related questions are left out: the thread's irrelevant ones are the other hard-negative lever.
 
-    python -m train.bm25_negatives --out runs/bm25-negatives.tsv [--per-question 6]
+    python -m askalike.train.bm25_negatives --out runs/bm25-negatives.tsv [--per-question 6]
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.cqa_questions import OriginalQuestion, read_split_questions
-from core.data_dir import DataError, resolve_data_dir
-from core.datasets import HARD_NEGATIVES_HEADER
-from core.files import write_text_atomically
-from core.lexical import LexicalIndex
+from askalike.core.cqa_questions import OriginalQuestion, read_split_questions
+from askalike.core.data_dir import DataError, resolve_data_dir
+from askalike.core.datasets import HARD_NEGATIVES_HEADER
+from askalike.core.files import write_text_atomically
+from askalike.core.lexical import LexicalIndex
 
 
 def one_line(text: str) -> str:

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.model_dir import ModelError
-from core.text import Vocabulary, tokenize
-from train.distillation import teacher_vectors
-from train.modules import DanModule
-from train.trained_model import TrainedModel, load_model, save_model
+from askalike.core.model_dir import ModelError
+from askalike.core.text import Vocabulary, tokenize
+from askalike.train.distillation import teacher_vectors
+from askalike.train.modules import DanModule
+from askalike.train.trained_model import TrainedModel, load_model, save_model
 
 MIN_COUNT = 2  # a collection word needs this many occurrences to get a row
 MAX_NEW_WORDS = 20_000

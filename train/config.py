@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 CONVERSATION_FILES = ("reddit_2015", "self_dialogue", "sgd", "chitchat", "cmu_dog", "dailydialog",
                       "ubuntu_irc", "twitter_small")
@@ -56,7 +56,7 @@ class DataConfig:
     # questions as a hard negative (the next one for each copy), for the response objective
     cqa_hard_negatives: bool = False
     # those hard negatives read instead from a TSV of (original question id, negative text) rows,
-    # best first, e.g. BM25's hits among the other train questions (python -m train.bm25_negatives)
+    # best first, e.g. BM25's hits among the other train questions (python -m askalike.train.bm25_negatives)
     cqa_hard_negatives_from: str = ""
     stsb_train: bool = False  # the STS Benchmark train split's scored pairs ([training] sts_loss)
     # distillation: a teacher model ("pretrained:NAME" or a model directory) embeds this many
@@ -176,7 +176,7 @@ def _check_encoder_settings(model: ModelConfig, where: str) -> None:
     and negative sizes here, not as a traceback after the data is read."""
     import inspect
 
-    from train.modules import VOCABULARY_MODULES, PretrainedModule
+    from askalike.train.modules import VOCABULARY_MODULES, PretrainedModule
 
     if model.initialise_from and model.encoder:
         raise ConfigError(f"{where}: a model started from initialise_from keeps its encoder's "

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.cqa_questions import read_cqa_threads, read_split_questions
-from core.datasets import (
+from askalike.core.cqa_questions import read_cqa_threads, read_split_questions
+from askalike.core.datasets import (
     NliPair,
     StsPair,
     read_conversations,
@@ -18,8 +18,8 @@ from core.datasets import (
     read_sts_benchmark,
     stsb_path,
 )
-from train.batching import text_key
-from train.config import DataConfig
+from askalike.train.batching import text_key
+from askalike.train.config import DataConfig
 
 Pair = tuple[str, str]
 HELDOUT_PER_FILE = 500  # the last pairs of each conversation file: never trained on, scored for P@N

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import torch
 
-from core.devices import Device, DeviceError
+from askalike.core.devices import Device, DeviceError
 
 
 def torch_device(choice: Device | str = Device.auto) -> torch.device:

@@ -28,11 +28,11 @@ from rich.progress import (
 )
 from torch.nn import functional as F
 
-from core.data_dir import DataError
-from core.encoder import Encoder
-from core.files import atomic_write, write_text_atomically
-from core.model_dir import ONNX_FILE
-from train.batching import text_key
+from askalike.core.data_dir import DataError
+from askalike.core.encoder import Encoder
+from askalike.core.files import atomic_write, write_text_atomically
+from askalike.core.model_dir import ONNX_FILE
+from askalike.train.batching import text_key
 
 CHUNK = 2048  # texts per cached teacher chunk
 TEACHER_MAX_LENGTH = 128  # word pieces; the students read at most 64 words
@@ -115,9 +115,9 @@ def _chunk_start(path: Path) -> int:
 def exact_teacher(teacher: str, cache_dir: Path) -> Encoder:
     """The teacher's fastest exact encoder: a transformer exported to fp32 ONNX once into
     ``cache_dir`` (reading at most TEACHER_MAX_LENGTH word pieces), else its numpy encoder."""
-    from core.loader import EXPORTED_KINDS, load_encoder
-    from core.model_dir import PRETRAINED, pretrained_name, read_model_config
-    from core.onnx_encoder import OnnxEncoder, SubwordTokenizer, Tokenize, VocabularyTokenizer
+    from askalike.core.loader import EXPORTED_KINDS, load_encoder
+    from askalike.core.model_dir import PRETRAINED, pretrained_name, read_model_config
+    from askalike.core.onnx_encoder import OnnxEncoder, SubwordTokenizer, Tokenize, VocabularyTokenizer
 
     name = pretrained_name(teacher)
     kind = "pretrained" if name is not None else read_model_config(Path(teacher))["kind"]
@@ -125,8 +125,8 @@ def exact_teacher(teacher: str, cache_dir: Path) -> Encoder:
         return load_encoder(teacher)
     export_dir = cache_dir / "teacher-fp32"
     if not (export_dir / ONNX_FILE).is_file():
-        from train.onnx_export import export_onnx
-        from train.trained_model import load_model
+        from askalike.train.onnx_export import export_onnx
+        from askalike.train.trained_model import load_model
 
         export_dir.mkdir(parents=True, exist_ok=True)
         dtype = "float32" if name is not None else read_model_config(Path(teacher))["dtype"]

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from core.datasets import (
+from askalike.core.datasets import (
     NLI_LABELS,
     NliPair,
 )
-from train.batching import text_key
-from train.trained_model import TrainedModel
+from askalike.train.batching import text_key
+from askalike.train.trained_model import TrainedModel
 
 
 def response_scores(model: TrainedModel, inputs: Sequence[str],

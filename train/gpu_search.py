@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from train.devices import float32_products
+from askalike.train.devices import float32_products
 
 QUERY_BLOCK = 1024  # queries a matrix product: 1,024 x 1,000,000 float32 scores take 4 GB
 

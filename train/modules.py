@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.text import PAD, Vocabulary
+from askalike.core.text import PAD, Vocabulary
 
 
 def tanh_feed_forward(width: int, hidden: int, out: int, zero_start: bool = False) -> nn.Sequential:

@@ -17,15 +17,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.datasets import NLI_LABELS, NliPair, StsPair
-from train.batching import text_key, unique_text_batches
-from train.config import TrainingConfig
-from train.corpus import Pair, TrainingData
-from train.distillation import distillation_loss
-from train.evaluation import response_precision
-from train.listwise import ListwiseLists, listwise_loss
-from train.modules import EncoderModule, VocabularyModule
-from train.objectives import (
+from askalike.core.datasets import NLI_LABELS, NliPair, StsPair
+from askalike.train.batching import text_key, unique_text_batches
+from askalike.train.config import TrainingConfig
+from askalike.train.corpus import Pair, TrainingData
+from askalike.train.distillation import distillation_loss
+from askalike.train.evaluation import response_precision
+from askalike.train.listwise import ListwiseLists, listwise_loss
+from askalike.train.modules import EncoderModule, VocabularyModule
+from askalike.train.objectives import (
     NliHead,
     ResponseSelectionHead,
     cosine_ranking_loss,
@@ -33,8 +33,8 @@ from train.objectives import (
     cse_margin_loss,
     embedding_pull,
 )
-from train.task_inputs import TaskInputs
-from train.trained_model import TrainedModel
+from askalike.train.task_inputs import TaskInputs
+from askalike.train.trained_model import TrainedModel
 
 Batch = tuple[list[str], list[str], torch.Tensor | None]  # texts, paired texts, labels
 Item = TypeVar("Item")

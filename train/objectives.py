@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn import functional as F
 
-from train.modules import tanh_feed_forward
+from askalike.train.modules import tanh_feed_forward
 
 
 class _GatherWithGradient(torch.autograd.Function):

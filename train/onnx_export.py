@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from core.model_dir import ONNX_FILE
-from train.modules import EncoderModule
+from askalike.core.model_dir import ONNX_FILE
+from askalike.train.modules import EncoderModule
 
 QUANTIZATION = "int8-weights-fp32-compute"
 SAMPLE_TEXTS = ["how do i renew my visa in doha", "cheap car"]

@@ -31,22 +31,22 @@ from typing import Any
 import numpy as np
 from scipy.stats import pearsonr
 
-from core.data_dir import DataError
-from core.datasets import StsPair
-from core.devices import Device
-from core.errors import UserError
-from core.files import file_sha256
-from core.model_dir import ModelError, pretrained_name, read_model_config
-from core.ood_evaluation import ranking_accuracy
-from core.pair_files import LabelledPair, read_labelled_pairs, text_fraction
-from train.batching import text_key, unique_text_batches
-from train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
-from train.corpus import Pair, TrainingData
-from train.distillation import teacher_vectors, write_distillation_texts
-from train.modules import EncoderModule
-from train.multitask import STS_SCALE
-from train.trained_model import load_model
-from train.trainer import Trainer
+from askalike.core.data_dir import DataError
+from askalike.core.datasets import StsPair
+from askalike.core.devices import Device
+from askalike.core.errors import UserError
+from askalike.core.files import file_sha256
+from askalike.core.model_dir import ModelError, pretrained_name, read_model_config
+from askalike.core.ood_evaluation import ranking_accuracy
+from askalike.core.pair_files import LabelledPair, read_labelled_pairs, text_fraction
+from askalike.train.batching import text_key, unique_text_batches
+from askalike.train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
+from askalike.train.corpus import Pair, TrainingData
+from askalike.train.distillation import teacher_vectors, write_distillation_texts
+from askalike.train.modules import EncoderModule
+from askalike.train.multitask import STS_SCALE
+from askalike.train.trained_model import load_model
+from askalike.train.trainer import Trainer
 
 DEV_SHARE = 0.1  # of the pairs' first texts held out to measure and stop on, without --dev
 MIN_DEV_PAIRS = 10

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
-from core.devices import Device
-from core.sts_evaluation import evaluate_stsb
-from train.config import TrainConfig
-from train.corpus import TrainingData
-from train.trained_model import TrainedModel, load_model, save_model
-from train.trainer import Trainer
+from askalike.core.devices import Device
+from askalike.core.sts_evaluation import evaluate_stsb
+from askalike.train.config import TrainConfig
+from askalike.train.corpus import TrainingData
+from askalike.train.trained_model import TrainedModel, load_model, save_model
+from askalike.train.trainer import Trainer
 
 
 def averaged_state(states: list[dict[str, torch.Tensor]], origin: dict[str, torch.Tensor] | None,

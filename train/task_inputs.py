@@ -16,11 +16,11 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from core.datasets import read_sts_benchmark, stsb_path
-from core.files import atomic_write
-from train.config import TrainConfig
-from train.corpus import TrainingData, conversation_pairs
-from train.distillation import (
+from askalike.core.datasets import read_sts_benchmark, stsb_path
+from askalike.core.files import atomic_write
+from askalike.train.config import TrainConfig
+from askalike.train.corpus import TrainingData, conversation_pairs
+from askalike.train.distillation import (
     distillation_rows,
     distillation_texts,
     read_distillation_texts,
@@ -28,8 +28,8 @@ from train.distillation import (
     teacher_vectors,
     write_distillation_texts,
 )
-from train.listwise import ListwiseLists, candidate_cosines, nearest_candidates
-from train.modules import EncoderModule
+from askalike.train.listwise import ListwiseLists, candidate_cosines, nearest_candidates
+from askalike.train.modules import EncoderModule
 
 LISTWISE_FILE = "listwise-candidates.npy"  # the run's candidate lists (rows of the forum questions)
 T = TypeVar("T")

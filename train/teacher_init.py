@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from train.distillation import teacher_vectors
-from train.modules import DanModule
+from askalike.train.distillation import teacher_vectors
+from askalike.train.modules import DanModule
 
 SIF_A = 1e-3
 

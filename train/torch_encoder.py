@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.encoder import BatchedEncoder
-from core.loader import EXPORTED_KINDS
-from core.model_dir import ModelError, pretrained_name, read_model_config
-from core.onnx_encoder import Tokenize, directory_tokenizer, pretrained_tokenizer
-from train.devices import float32_products
-from train.modules import EncoderModule
-from train.onnx_export import QUANTIZATION, as_exported
-from train.trained_model import load_model
+from askalike.core.encoder import BatchedEncoder
+from askalike.core.loader import EXPORTED_KINDS
+from askalike.core.model_dir import ModelError, pretrained_name, read_model_config
+from askalike.core.onnx_encoder import Tokenize, directory_tokenizer, pretrained_tokenizer
+from askalike.train.devices import float32_products
+from askalike.train.modules import EncoderModule
+from askalike.train.onnx_export import QUANTIZATION, as_exported
+from askalike.train.trained_model import load_model
 
 
 class TorchEncoder(BatchedEncoder):

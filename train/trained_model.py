@@ -17,8 +17,8 @@ from safetensors.numpy import load_file
 from safetensors.torch import save_file
 from torch import nn
 
-from core.loader import EXPORTED_KINDS, export_missing
-from core.model_dir import (
+from askalike.core.loader import EXPORTED_KINDS, export_missing
+from askalike.core.model_dir import (
     CACHE_ENV_VAR,
     PRETRAINED,
     ModelError,
@@ -28,11 +28,11 @@ from core.model_dir import (
     update_model_config,
     write_model_config,
 )
-from core.quantization import ROW_SCALE_SUFFIX, dequantize_tables, quantize_rows
-from core.text import Vocabulary
-from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule
-from train.objectives import NliHead, ResponseSelectionHead
-from train.onnx_export import export_onnx
+from askalike.core.quantization import ROW_SCALE_SUFFIX, dequantize_tables, quantize_rows
+from askalike.core.text import Vocabulary
+from askalike.train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule
+from askalike.train.objectives import NliHead, ResponseSelectionHead
+from askalike.train.onnx_export import export_onnx
 
 
 @dataclass

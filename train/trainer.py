@@ -24,20 +24,20 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
-from core.datasets import read_word_vectors
-from core.devices import Device
-from core.files import atomic_write, remove_stale_temporaries
-from core.model_dir import PRETRAINED
-from core.sts_evaluation import evaluate_stsb
-from core.text import Vocabulary
-from train.config import TrainConfig, parse_config
-from train.corpus import TrainingData, load_training_data
-from train.devices import torch_device
-from train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule, VocabularyModule
-from train.multitask import Batch, Task, training_model, training_tasks
-from train.task_inputs import distillation_sample, task_inputs
-from train.teacher_init import initialise_from_teacher
-from train.trained_model import TrainedModel, load_model, save_model
+from askalike.core.datasets import read_word_vectors
+from askalike.core.devices import Device
+from askalike.core.files import atomic_write, remove_stale_temporaries
+from askalike.core.model_dir import PRETRAINED
+from askalike.core.sts_evaluation import evaluate_stsb
+from askalike.core.text import Vocabulary
+from askalike.train.config import TrainConfig, parse_config
+from askalike.train.corpus import TrainingData, load_training_data
+from askalike.train.devices import torch_device
+from askalike.train.modules import VOCABULARY_MODULES, EncoderModule, PretrainedModule, VocabularyModule
+from askalike.train.multitask import Batch, Task, training_model, training_tasks
+from askalike.train.task_inputs import distillation_sample, task_inputs
+from askalike.train.teacher_init import initialise_from_teacher
+from askalike.train.trained_model import TrainedModel, load_model, save_model
 
 GLOVE = "vectors/glove.6B.50d.top100k.txt.gz"
 T = TypeVar("T")

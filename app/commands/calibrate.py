@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 
-from app.errors import user_errors
-from app.model_specs import with_onnx_export
-from app.options import DataDirOption, JsonOption, ModelOption, app
-from app.output import print_figures
-from core.errors import UserError
-from core.model_dir import DEFAULT_MODEL
+from askalike.app.errors import user_errors
+from askalike.app.model_specs import with_onnx_export
+from askalike.app.options import DataDirOption, JsonOption, ModelOption, app
+from askalike.app.output import print_figures
+from askalike.core.errors import UserError
+from askalike.core.model_dir import DEFAULT_MODEL
 
 
 class CalibrationError(UserError):
@@ -38,11 +38,11 @@ def calibrate(
     Without --pairs the curve is fitted on the SemEval CQA pairs judged PerfectMatch (the same
     question) against Relevant and Irrelevant ones, train and dev 2016. Indexes built with the
     model stay valid: the weights do not change."""
-    from core.data_dir import resolve_data_dir
-    from core.loader import load_encoder
-    from core.pair_files import read_labelled_pairs
-    from retrieval.calibration import fit_judge, fit_on_cqa, labelled_pairs
-    from retrieval.judgement import record_judge
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.loader import load_encoder
+    from askalike.core.pair_files import read_labelled_pairs
+    from askalike.retrieval.calibration import fit_judge, fit_on_cqa, labelled_pairs
+    from askalike.retrieval.judgement import record_judge
 
     with user_errors():
         spec = with_onnx_export(model)

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.devices import DeviceOption, neighbour_search
-from app.errors import user_errors
-from app.hits import metadata_text
-from app.options import DatabaseOption, DateFormatOption, IndexOption, app
-from app.output import plain, stderr
-from app.progress import progress_bars
-from app.safe_text import SpreadsheetWriter, json_line
-from core.devices import Device
-from core.errors import UserError
-from core.numbers import share
-from indexer.choices import DEFAULT_INDEX_DIR
+from askalike.app.devices import DeviceOption, neighbour_search
+from askalike.app.errors import user_errors
+from askalike.app.hits import metadata_text
+from askalike.app.options import DatabaseOption, DateFormatOption, IndexOption, app
+from askalike.app.output import plain, stderr
+from askalike.app.progress import progress_bars
+from askalike.app.safe_text import SpreadsheetWriter, json_line
+from askalike.core.devices import Device
+from askalike.core.errors import UserError
+from askalike.core.numbers import share
+from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from retrieval.collection_duplicates import DuplicateGroup
+    from askalike.retrieval.collection_duplicates import DuplicateGroup
 
 CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "match")
 
@@ -115,11 +115,11 @@ def duplicates(
     and the questions judged the same as it: groups never chain (a like b, b like c, a unlike c).
     Duplicates are judged by meaning only, on the vectors stored with the index: no model is
     loaded, and BM25 plays no part (its scores have no scale that one threshold could mean)."""
-    from core.files import require_output_file, write_text_atomically
-    from indexer.directory import model_for_index, open_index
-    from indexer.source_identity import source_labels
-    from retrieval.collection_duplicates import duplicate_groups
-    from retrieval.judgement import SAME_QUESTION, model_judge
+    from askalike.core.files import require_output_file, write_text_atomically
+    from askalike.indexer.directory import model_for_index, open_index
+    from askalike.indexer.source_identity import source_labels
+    from askalike.retrieval.collection_duplicates import duplicate_groups
+    from askalike.retrieval.judgement import SAME_QUESTION, model_judge
 
     output_format = GroupsFormat.json if as_json else output_format
     with user_errors():

@@ -9,27 +9,27 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.devices import DeviceOption, embedding_encoder
-from app.errors import user_errors
-from app.model_specs import shipped_models
-from app.options import MODEL_HELP, DataDirOption, JsonOption, ModelOption, app, eval_app
-from app.output import markup_safe, plain, print_figures, print_lines
-from app.progress import progress_bars, steps_shown
-from app.summaries import model_label
-from core.data_dir import CQA_SPLITS
-from core.devices import Device
-from core.extras import require_training
-from core.model_dir import DEFAULT_MODEL
-from retrieval.baselines import BASELINES
-from retrieval.fusion import SearchMode
+from askalike.app.devices import DeviceOption, embedding_encoder
+from askalike.app.errors import user_errors
+from askalike.app.model_specs import shipped_models
+from askalike.app.options import MODEL_HELP, DataDirOption, JsonOption, ModelOption, app, eval_app
+from askalike.app.output import markup_safe, plain, print_figures, print_lines
+from askalike.app.progress import progress_bars, steps_shown
+from askalike.app.summaries import model_label
+from askalike.core.data_dir import CQA_SPLITS
+from askalike.core.devices import Device
+from askalike.core.extras import require_training
+from askalike.core.model_dir import DEFAULT_MODEL
+from askalike.retrieval.baselines import BASELINES
+from askalike.retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from core.encoder import Encoder
-    from retrieval.cqa import CqaEvaluation
-    from retrieval.reranker import Reranker
-    from train.trained_model import TrainedModel
+    from askalike.core.encoder import Encoder
+    from askalike.retrieval.cqa import CqaEvaluation
+    from askalike.retrieval.reranker import Reranker
+    from askalike.train.trained_model import TrainedModel
 
 Split = StrEnum("Split", {name: name for name in CQA_SPLITS})
 System = StrEnum("System", {name: name for name in BASELINES})
@@ -43,7 +43,7 @@ def _encoder(spec: str, use_torch: bool, device: Device) -> Encoder:
     the same math)."""
     if use_torch:
         trained = _torch_model(spec, "--torch")
-        from train.devices import torch_device
+        from askalike.train.devices import torch_device
 
         return trained.encoder.to(torch_device(device))
     return embedding_encoder(spec, device)
@@ -53,14 +53,14 @@ def _torch_model(spec: str, what: str) -> TrainedModel:
     """``spec``'s torch training model, with the heads that only it has; ``what`` needs the
     training extra."""
     require_training(what)
-    from train.trained_model import load_model
+    from askalike.train.trained_model import load_model
 
     return load_model(spec)
 
 
 def _reranker(spec: str, mode: SearchMode | None, use_torch: bool, device: Device) -> Reranker:
     """``spec``'s reranker in ``mode`` (None: the model's own default, as search takes)."""
-    from retrieval.reranker import Reranker
+    from askalike.retrieval.reranker import Reranker
 
     return Reranker.for_model(spec, mode, _encoder(spec, use_torch, device)
                               if mode != SearchMode.lexical else None)
@@ -93,11 +93,11 @@ def eval_cqa(
     """SemEval 2016/2017 Task 3 subtask B: rank each original question's related questions."""
     from rich.console import Console
 
-    from core.data_dir import resolve_data_dir
-    from core.files import require_output_file
-    from retrieval.cqa import evaluate_scores
-    from retrieval.cqa_runs import load_cqa_split, write_cqa_run
-    from retrieval.scorer import format_report
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.files import require_output_file
+    from askalike.retrieval.cqa import evaluate_scores
+    from askalike.retrieval.cqa_runs import load_cqa_split, write_cqa_run
+    from askalike.retrieval.scorer import format_report
 
     systems, models = system or [], model or []
     if not systems and not models:
@@ -161,8 +161,8 @@ def score(
     as_json: JsonOption = False,
 ) -> None:
     """Score an official-format prediction file against a gold file, like the SemEval scorer."""
-    from retrieval.cqa_runs import read_cqa_run
-    from retrieval.scorer import format_report, score_run
+    from askalike.retrieval.cqa_runs import read_cqa_run
+    from askalike.retrieval.scorer import format_report, score_run
 
     with user_errors():
         report = score_run(read_cqa_run(gold, "gold"), read_cqa_run(predictions))
@@ -182,9 +182,9 @@ def eval_sts(
     data_dir: DataDirOption = None,
 ) -> None:
     """STS Benchmark: Pearson and Spearman, overall and per genre (Yang Tables 3-4)."""
-    from app.summaries import sts_summary
-    from core.data_dir import resolve_data_dir
-    from core.sts_evaluation import evaluate_stsb
+    from askalike.app.summaries import sts_summary
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.sts_evaluation import evaluate_stsb
 
     if split not in ("dev", "test"):
         raise typer.BadParameter("--split is dev or test")
@@ -203,14 +203,14 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
                   data_dir: DataDirOption = None) -> None:
     """Response selection P@1/3/10 among 100 on each conversation file's held-out tail
     (Yang Table 1)."""
-    from core.data_dir import resolve_data_dir
+    from askalike.core.data_dir import resolve_data_dir
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"response selection with {model_label(model)}")
         root = resolve_data_dir(data_dir)
         loaded = _torch_model(model, "askalike eval response")  # the response head is the torch model's
-        from train.corpus import conversation_pairs
-        from train.evaluation import response_precision
+        from askalike.train.corpus import conversation_pairs
+        from askalike.train.evaluation import response_precision
 
         figures: dict[str, object] = {"model": model}
         for stem in ("reddit_2015", "self_dialogue", "dailydialog", "ubuntu_irc"):
@@ -222,14 +222,14 @@ def eval_response(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = Fals
 def eval_nli(model: ModelOption = DEFAULT_MODEL, as_json: JsonOption = False,
              data_dir: DataDirOption = None) -> None:
     """SNLI test accuracy of the model's NLI head."""
-    from core.data_dir import resolve_data_dir
-    from core.datasets import read_nli
-    from core.model_dir import ModelError
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.datasets import read_nli
+    from askalike.core.model_dir import ModelError
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"SNLI test with {model_label(model)}")
         loaded = _torch_model(model, "askalike eval nli")  # the NLI head is the torch model's
-        from train.evaluation import nli_accuracy
+        from askalike.train.evaluation import nli_accuracy
 
         pairs = list(read_nli(resolve_data_dir(data_dir) / "snli" / "snli_1.0_test.tsv.gz"))
         try:
@@ -244,8 +244,8 @@ def eval_transfer(model: ModelOption = DEFAULT_MODEL, use_torch: TorchOption = F
                   device: DeviceOption = Device.auto,
                   as_json: JsonOption = False, data_dir: DataDirOption = None) -> None:
     """STS 2012-2016 and SICK-R Pearson (Jiao Tables 1-2)."""
-    from core.data_dir import resolve_data_dir
-    from core.sts_evaluation import evaluate_transfer
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.sts_evaluation import evaluate_transfer
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"STS 2012-2016 and SICK-R with {model_label(model)}")
@@ -266,9 +266,9 @@ def eval_domains(
 ) -> None:
     """Out of domain: pair ranking accuracy and Pearson r on SICK and the STS Q&A sets, domains
     no shipped model trained on (vectors cached under $ASKALIKE_CACHE/ood)."""
-    from core.data_dir import resolve_data_dir
-    from core.model_dir import cache_dir, weights_fingerprint
-    from core.ood_evaluation import PARTS, CachedEncoder, evaluate_domains
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.model_dir import cache_dir, weights_fingerprint
+    from askalike.core.ood_evaluation import PARTS, CachedEncoder, evaluate_domains
 
     with user_errors():
         if part not in PARTS:
@@ -296,9 +296,9 @@ def eval_card(
 ) -> None:
     """A model's headline figures: STS Benchmark r raw and tuned, CQA subtask-B MAP; dev splits
     unless --with-test."""
-    from core.data_dir import resolve_data_dir
-    from core.model_dir import read_model_config
-    from retrieval.model_card import model_figures, record_figures
+    from askalike.core.data_dir import resolve_data_dir
+    from askalike.core.model_dir import read_model_config
+    from askalike.retrieval.model_card import model_figures, record_figures
 
     with user_errors(), steps_shown(enabled=not as_json) as step:
         step(f"STS Benchmark and CQA figures of {model_label(model)}")

@@ -11,16 +11,16 @@ from typing import Annotated
 
 import typer
 
-from app.devices import DeviceOption, embedding_encoder
-from app.errors import message_line, user_errors
-from app.model_specs import shipped_models, with_onnx_export
-from app.options import MODEL_HELP, DatabaseOption, DateFormatOption, IndexOption, JsonOption, app
-from app.output import plain, print_lines, stderr
-from app.safe_text import printable
-from core.devices import Device, DeviceError
-from indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, Engine, OnError
-from indexer.index_type_choice import AUTO_FLAT_MAX, AUTO_HNSW_MAX
-from indexer.index_types import INDEX_TYPES
+from askalike.app.devices import DeviceOption, embedding_encoder
+from askalike.app.errors import message_line, user_errors
+from askalike.app.model_specs import shipped_models, with_onnx_export
+from askalike.app.options import MODEL_HELP, DatabaseOption, DateFormatOption, IndexOption, JsonOption, app
+from askalike.app.output import plain, print_lines, stderr
+from askalike.app.safe_text import printable
+from askalike.core.devices import Device, DeviceError
+from askalike.indexer.choices import AUTO_INDEX_TYPE, DEFAULT_INDEX_DIR, Engine, OnError
+from askalike.indexer.index_type_choice import AUTO_FLAT_MAX, AUTO_HNSW_MAX
+from askalike.indexer.index_types import INDEX_TYPES
 
 IndexType = typer.Option(
     "--index-type", help=f"FAISS index: {AUTO_INDEX_TYPE} (by the number of questions: flat up to "
@@ -99,9 +99,9 @@ def index(
     """Index question collections: new and changed questions are embedded, the rest kept."""
     from dataclasses import asdict
 
-    from app.summaries import index_summary
-    from indexer.build import IndexOptions, index_sources, plan_sources
-    from indexer.sources import Columns
+    from askalike.app.summaries import index_summary
+    from askalike.indexer.build import IndexOptions, index_sources, plan_sources
+    from askalike.indexer.sources import Columns
 
     if threads is not None:
         import faiss
@@ -165,8 +165,8 @@ def delete(
 ) -> None:
     """Remove questions from the index by their ids; all or nothing. Indexing their source file
     again adds them back while it holds them, unless they are deleted with --exclude."""
-    from app.summaries import delete_summary
-    from indexer.build import delete_questions
+    from askalike.app.summaries import delete_summary
+    from askalike.indexer.build import delete_questions
 
     with user_errors():
         removed = delete_questions(index_dir, ids, source, database, exclude)
@@ -180,8 +180,8 @@ def delete(
 def index_info_command(index_dir: IndexOption = DEFAULT_INDEX_DIR, database: DatabaseOption = None,
                        as_json: JsonOption = False) -> None:
     """Counts, model, index type and size on disk of an index."""
-    from app.summaries import info_summary
-    from indexer.directory import index_info
+    from askalike.app.summaries import info_summary
+    from askalike.indexer.directory import index_info
 
     with user_errors():
         info = index_info(index_dir, database)
@@ -207,7 +207,7 @@ def check(
     """Verify that the database's vectors are sound and their questions' (their text's content
     hash, the FAISS file's copies) and that the FAISS and BM25 files agree with it; exit 1 when
     they do not."""
-    from indexer.directory import check_index, repair_index
+    from askalike.indexer.directory import check_index, repair_index
 
     with user_errors():
         reembedded = repair_index(index_dir, database, deep).reembedded if repair else 0

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from app.errors import user_errors
-from app.hits import DEFAULT_FIELDS, RESULT_FIELDS, question_markup, result_row, result_value
-from app.model_specs import with_onnx_export
-from app.options import (
+from askalike.app.errors import user_errors
+from askalike.app.hits import DEFAULT_FIELDS, RESULT_FIELDS, question_markup, result_row, result_value
+from askalike.app.model_specs import with_onnx_export
+from askalike.app.options import (
     DatabaseOption,
     DateFormatOption,
     IndexOption,
@@ -24,18 +24,18 @@ from app.options import (
     ModeOption,
     app,
 )
-from app.output import plain, print_lines
-from app.progress import progress_bars
-from app.safe_text import json_line
-from core.model_dir import DEFAULT_MODEL
-from core.numbers import share
-from indexer.choices import DEFAULT_INDEX_DIR
-from retrieval.fusion import SearchMode
+from askalike.app.output import plain, print_lines
+from askalike.app.progress import progress_bars
+from askalike.app.safe_text import json_line
+from askalike.core.model_dir import DEFAULT_MODEL
+from askalike.core.numbers import share
+from askalike.indexer.choices import DEFAULT_INDEX_DIR
+from askalike.retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from retrieval.searcher import Searcher, SearchResult, SearchSettings
+    from askalike.retrieval.searcher import Searcher, SearchResult, SearchSettings
 
 WhereOption = Annotated[list[str] | None, typer.Option(
     "--where", metavar="KEY=VALUE", help="Only questions whose metadata column KEY is VALUE (any "
@@ -57,7 +57,7 @@ KFactorOption = Annotated[int | None, typer.Option(
 
 
 def _search_settings(ef_search: int | None, nprobe: int | None, k_factor: int | None) -> SearchSettings:
-    from retrieval.searcher import SearchSettings
+    from askalike.retrieval.searcher import SearchSettings
 
     return SearchSettings(ef_search=ef_search, probes=nprobe, k_factor=k_factor)
 
@@ -68,7 +68,7 @@ def _queries(query: str | None) -> list[str]:
         return [query]
     if sys.stdin.isatty():
         raise typer.BadParameter("give a QUERY, or pipe queries in, one a line")
-    from core.datasets import decoded_lines
+    from askalike.core.datasets import decoded_lines
 
     with user_errors():
         return [line.strip() for _, line in decoded_lines("stdin", sys.stdin.buffer) if line.strip()]
@@ -99,7 +99,7 @@ def _require_fields(fields: tuple[str, ...], searcher: Searcher) -> None:
     others = [name for name in fields if name not in RESULT_FIELDS]
     if not others:
         return
-    from retrieval.searcher import SearchError
+    from askalike.retrieval.searcher import SearchError
 
     keys = searcher.index.store.metadata_keys()
     unknown = [name for name in others if name not in keys]
@@ -153,7 +153,7 @@ def _results_table(answered: Answered, fields: tuple[str, ...]) -> Table:
 
 def _write_rows(answers: list[Answered], fields: tuple[str, ...], delimiter: str) -> None:
     """CSV or TSV on stdout: a header, then a row per hit with the search it answers."""
-    from app.safe_text import SpreadsheetWriter
+    from askalike.app.safe_text import SpreadsheetWriter
 
     writer = SpreadsheetWriter(sys.stdout, delimiter)
     writer.row(["search", "rank", *fields])
@@ -229,8 +229,8 @@ def search(
 
     The table shows each hit's id (what `show` and `delete` take) and its match, which falls as
     the rank does in every mode."""
-    from retrieval.results import Shown
-    from retrieval.searcher import Searcher, where_filters
+    from askalike.retrieval.results import Shown
+    from askalike.retrieval.searcher import Searcher, where_filters
 
     if like is not None and query is not None:
         raise typer.BadParameter("give a QUERY or --like ID, not both", param_hint="--like")
@@ -276,9 +276,9 @@ def show(
     """Show a whole question: subject, body, metadata and comments."""
     from rich.console import Console
 
-    from indexer.directory import open_index
-    from indexer.source_identity import source_labels
-    from retrieval.searcher import find_question
+    from askalike.indexer.directory import open_index
+    from askalike.indexer.source_identity import source_labels
+    from askalike.retrieval.searcher import find_question
 
     with user_errors():
         index = open_index(index_dir, database)
@@ -314,13 +314,13 @@ def rerank(
     The prediction file ranks; it does not classify: its label column is true for every
     candidate, as the format needs a label. The report (with --gold) therefore gives the ranking
     figures only (MAP, AvgRec, MRR), not P/R/F1/Acc."""
-    from app.summaries import rerank_summary
-    from core.cqa_questions import read_cqa_questions
-    from core.files import require_output_file
-    from retrieval.cqa import predictions_from_scores, ranking_summary
-    from retrieval.cqa_runs import read_cqa_run, write_cqa_run
-    from retrieval.reranker import Reranker, write_trec_run
-    from retrieval.scorer import score_run
+    from askalike.app.summaries import rerank_summary
+    from askalike.core.cqa_questions import read_cqa_questions
+    from askalike.core.files import require_output_file
+    from askalike.retrieval.cqa import predictions_from_scores, ranking_summary
+    from askalike.retrieval.cqa_runs import read_cqa_run, write_cqa_run
+    from askalike.retrieval.reranker import Reranker, write_trec_run
+    from askalike.retrieval.scorer import score_run
 
     with user_errors(), progress_bars(enabled=not as_json) as progress:
         for path in (out, trec):
@@ -356,9 +356,9 @@ def similar(
     the model's calibrated judge) and the verdict at 50%, what duplicates and --collapse decide."""
     import numpy as np
 
-    from core.loader import load_encoder
-    from core.similarity import angular_similarity, pair_cosine, require_known_words, require_text
-    from retrieval.judgement import SAME_QUESTION, model_judge
+    from askalike.core.loader import load_encoder
+    from askalike.core.similarity import angular_similarity, pair_cosine, require_known_words, require_text
+    from askalike.retrieval.judgement import SAME_QUESTION, model_judge
 
     with user_errors():
         require_text([first, second])
@@ -398,8 +398,8 @@ def tui(
     k_factor: KFactorOption = None,
 ) -> None:
     """Browse the index by meaning in a full-screen terminal app (? lists the keys)."""
-    from app.tui import SearchApp  # Textual loads only for the TUI
-    from retrieval.searcher import Searcher
+    from askalike.app.tui import SearchApp  # Textual loads only for the TUI
+    from askalike.retrieval.searcher import Searcher
 
     settings = _search_settings(ef_search, nprobe, k_factor)
     with user_errors():

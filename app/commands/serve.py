@@ -9,15 +9,16 @@ from typing import Annotated
 
 import typer
 
-from app.errors import user_errors
-from app.model_specs import shipped_models, with_onnx_export
-from app.options import DatabaseOption, IndexOption, app
-from app.output import plain, stderr
-from indexer.choices import DEFAULT_INDEX_DIR
+from askalike.app.errors import user_errors
+from askalike.app.model_specs import shipped_models, with_onnx_export
+from askalike.app.options import DatabaseOption, IndexOption, app
+from askalike.app.output import plain, stderr
+from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
 # connection, which uvicorn's socket for several workers lacked)
-UVICORN_OPTIONS = {"log_level": "warning", "server_header": False, "http": "app.server.protocol:NoDelayHTTP"}
+UVICORN_OPTIONS = {"log_level": "warning", "server_header": False,
+                   "http": "askalike.app.server.protocol:NoDelayHTTP"}
 
 
 @app.command("serve")
@@ -54,9 +55,9 @@ def serve(
         os.environ.setdefault(variable, "1")
     import uvicorn
 
-    from app.server.settings import SETTINGS_ENV_VAR, Limits, ServerSettings
-    from app.server.settings import api_keys as read_keys
-    from indexer.directory import open_index
+    from askalike.app.server.settings import SETTINGS_ENV_VAR, Limits, ServerSettings
+    from askalike.app.server.settings import api_keys as read_keys
+    from askalike.indexer.directory import open_index
 
     with user_errors():
         spec = with_onnx_export(model) if model else None
@@ -71,7 +72,7 @@ def serve(
     stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "
                        + ("need an API key" if keys else "are off: no API key given")))
     os.environ[SETTINGS_ENV_VAR] = settings.to_environment()
-    uvicorn.run("app.server.api:app_from_environment", factory=True, host=host, port=port,
+    uvicorn.run("askalike.app.server.api:app_from_environment", factory=True, host=host, port=port,
                 workers=workers, **UVICORN_OPTIONS)
 
 
@@ -79,7 +80,7 @@ def _require_free(host: str, port: int) -> None:
     """Refuse, in one line, an address this process cannot listen on (a port another server
     holds, a host that is no address of this machine), before saying it serves there: uvicorn
     would log the error only after that. Bound as uvicorn binds (``SO_REUSEADDR``)."""
-    from app.server.settings import ServerConfigError
+    from askalike.app.server.settings import ServerConfigError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from app.devices import DeviceOption
-from app.errors import user_errors
-from app.options import DataDirOption, app
-from app.safe_text import printable
-from core.devices import Device
-from core.extras import require_training
+from askalike.app.devices import DeviceOption
+from askalike.app.errors import user_errors
+from askalike.app.options import DataDirOption, app
+from askalike.app.safe_text import printable
+from askalike.core.devices import Device
+from askalike.core.extras import require_training
 
 
 @app.command("train")
@@ -31,13 +31,13 @@ def train(
     device: DeviceOption = Device.auto,
 ) -> None:
     """Train an encoder; the model is saved to RUN_DIR/model, the log to RUN_DIR/metrics.jsonl."""
-    from core.data_dir import resolve_data_dir
+    from askalike.core.data_dir import resolve_data_dir
 
     with user_errors():
         require_training("askalike train")
-        from train.config import ConfigError, load_config
-        from train.seed_average import member_config, train_seed_average
-        from train.trainer import Trainer  # loads torch training machinery only when training
+        from askalike.train.config import ConfigError, load_config
+        from askalike.train.seed_average import member_config, train_seed_average
+        from askalike.train.trainer import Trainer  # loads torch training machinery only when training
 
         parsed = load_config(config)
         if steps is not None:
@@ -69,7 +69,7 @@ def export(
     quantisation."""
     with user_errors():
         require_training("askalike export")
-        from train.trained_model import export_model
+        from askalike.train.trained_model import export_model
 
         directory, described = export_model(model, quantize)
     typer.echo(printable(f"wrote {directory / described['file']} ({described['quantization']})"))

@@ -9,15 +9,15 @@ from typing import Annotated
 
 import typer
 
-from app.devices import DeviceOption
-from app.errors import user_errors
-from app.model_specs import shipped_models, with_onnx_export
-from app.options import JsonOption, app
-from app.output import plain, print_lines, stderr
-from core.devices import Device
-from core.errors import UserError
-from core.extras import require_training
-from core.model_dir import DEFAULT_MODEL
+from askalike.app.devices import DeviceOption
+from askalike.app.errors import user_errors
+from askalike.app.model_specs import shipped_models, with_onnx_export
+from askalike.app.options import JsonOption, app
+from askalike.app.output import plain, print_lines, stderr
+from askalike.core.devices import Device
+from askalike.core.errors import UserError
+from askalike.core.extras import require_training
+from askalike.core.model_dir import DEFAULT_MODEL
 
 
 class ScoreLoss(StrEnum):
@@ -76,9 +76,9 @@ def tune(
             record = _adapt(base, collection, out, with_onnx_export(teacher or DEFAULT_MODEL),
                             show_progress=not as_json)
         else:
-            from app.summaries import tune_estimate_line
-            from train.pair_tuning import TuneSettings
-            from train.pair_tuning import tune as tune_model
+            from askalike.app.summaries import tune_estimate_line
+            from askalike.train.pair_tuning import TuneSettings
+            from askalike.train.pair_tuning import tune as tune_model
 
             settings = TuneSettings(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                     score_share=score_share, teacher=teacher,
@@ -100,7 +100,7 @@ def tune(
     if as_json:
         typer.echo(json.dumps({"model": str(out), **record}))
     else:
-        from app.summaries import adapt_summary, tune_summary
+        from askalike.app.summaries import adapt_summary, tune_summary
 
         print_lines((tune_summary if pairs is not None else adapt_summary)(record, str(out)))
 
@@ -108,10 +108,10 @@ def tune(
 def _calibrate(base: str, out: str, pairs: Path, dev: Path | None) -> dict:
     """Record the tuned model's same-question judge (``retrieval.calibration.calibrate_tuned``);
     what it was fitted on and measured."""
-    from core.data_dir import DataError, resolve_data_dir
-    from retrieval.calibration import calibrate_tuned
-    from retrieval.judgement import model_judge, record_judge
-    from train.pair_tuning import read_tune_pairs
+    from askalike.core.data_dir import DataError, resolve_data_dir
+    from askalike.retrieval.calibration import calibrate_tuned
+    from askalike.retrieval.judgement import model_judge, record_judge
+    from askalike.train.pair_tuning import read_tune_pairs
 
     try:
         data_dir = resolve_data_dir()
@@ -126,7 +126,7 @@ def _calibrate(base: str, out: str, pairs: Path, dev: Path | None) -> dict:
 
 def interrupted_line(run_dir: Path) -> str:
     """What a tune stopped by Ctrl-C leaves, and how to go on."""
-    from train.pair_tuning import CHECKPOINT_FILE
+    from askalike.train.pair_tuning import CHECKPOINT_FILE
 
     if (run_dir / CHECKPOINT_FILE).is_file():
         return (f"interrupted: the run so far is kept in {run_dir}; run the same command with "
@@ -135,10 +135,10 @@ def interrupted_line(run_dir: Path) -> str:
 
 
 def _adapt(base: str, collection: Path, out: Path, teacher: str, show_progress: bool) -> dict:
-    from core.model_dir import cache_dir
-    from indexer.choices import OnError
-    from indexer.sources import SourceFile
-    from train.collection_adaptation import adapt_to_collection
+    from askalike.core.model_dir import cache_dir
+    from askalike.indexer.choices import OnError
+    from askalike.indexer.sources import SourceFile
+    from askalike.train.collection_adaptation import adapt_to_collection
 
     if out.exists():
         raise UserError(f"{out} exists: choose a new --out directory")

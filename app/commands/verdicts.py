@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.errors import user_errors
-from app.options import DatabaseOption, IndexOption, JsonOption, app
-from app.output import plain, stderr
-from app.safe_text import json_line
-from core.errors import UserError
-from indexer.choices import DEFAULT_INDEX_DIR
+from askalike.app.errors import user_errors
+from askalike.app.options import DatabaseOption, IndexOption, JsonOption, app
+from askalike.app.output import plain, stderr
+from askalike.app.safe_text import json_line
+from askalike.core.errors import UserError
+from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from indexer.store import Verdict
+    from askalike.indexer.store import Verdict
 
 PAIRS_SUFFIX = ".jsonl"  # what tune reads as written: a CSV's cells are escaped for spreadsheets
 
@@ -39,8 +39,8 @@ def verdicts(
 ) -> None:
     """List the verdicts given on pairs of questions (POST /verdicts: the search page's "same
     question" and "different"), the latest on each pair; --out writes them for `tune`."""
-    from core.files import require_output_file, write_text_atomically
-    from indexer.directory import recorded_verdicts
+    from askalike.core.files import require_output_file, write_text_atomically
+    from askalike.indexer.directory import recorded_verdicts
 
     with user_errors():
         if out is not None:  # before any work
@@ -81,7 +81,7 @@ def _summary(given: list[Verdict]) -> str:
 def _table(given: list[Verdict]) -> Table:
     from rich.table import Table
 
-    from indexer.source_identity import source_labels
+    from askalike.indexer.source_identity import source_labels
 
     labels = source_labels({judged.source for verdict in given for judged in (verdict.first, verdict.second)})
     table = Table()

@@ -25,7 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.security import (
+from askalike.app.server.security import (
     BodyLimit,
     KeyChecker,
     SafeJSONResponse,
@@ -33,13 +33,13 @@ from app.server.security import (
     public_message,
     unknown_parameters,
 )
-from app.server.settings import ServerSettings, api_keys
-from core.datasets import JsonError, json_value
-from core.errors import UserError
-from indexer.layout import IndexBusyError
+from askalike.app.server.settings import ServerSettings, api_keys
+from askalike.core.datasets import JsonError, json_value
+from askalike.core.errors import UserError
+from askalike.indexer.layout import IndexBusyError
 
 if TYPE_CHECKING:
-    from retrieval.live import LiveSearcher
+    from askalike.retrieval.live import LiveSearcher
 
 log = logging.getLogger("askalike.serve")
 PAGE = "page.html"
@@ -61,8 +61,8 @@ class ServedIndex:
 
     def load(self) -> None:
         try:
-            from retrieval.live import LiveSearcher
-            from retrieval.searcher import Searcher
+            from askalike.retrieval.live import LiveSearcher
+            from askalike.retrieval.searcher import Searcher
 
             index_dir, settings = Path(self.settings.index_dir), self.settings
 
@@ -158,7 +158,7 @@ def _install_error_handlers(api: FastAPI) -> None:
 
 def create_app(settings: ServerSettings) -> FastAPI:
     """The application for ``settings``; the index loads in the background once it starts."""
-    from app.server import question_routes, search_routes, state_routes, verdict_routes
+    from askalike.app.server import question_routes, search_routes, state_routes, verdict_routes
 
     loaded = ServedIndex(settings)
     keys = KeyChecker(api_keys(settings))
@@ -206,7 +206,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
-        return HTMLResponse(files("app.server").joinpath(PAGE).read_text(encoding="utf-8"))
+        return HTMLResponse(files("askalike.app.server").joinpath(PAGE).read_text(encoding="utf-8"))
 
     if settings.cors_origins:
         api.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval.fusion import SearchMode
+from askalike.retrieval.fusion import SearchMode
 
 
 class Answer(BaseModel):

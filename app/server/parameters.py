@@ -11,14 +11,14 @@ from fastapi import Path as PathParam
 from fastapi import Query
 from starlette.exceptions import HTTPException
 
-from core.dates import DateOrder
-from core.numbers import ShareError, integer, share
-from indexer.sources import normalize_id
-from retrieval.judgement import SEARCH_MIN_MATCH
+from askalike.core.dates import DateOrder
+from askalike.core.numbers import ShareError, integer, share
+from askalike.indexer.sources import normalize_id
+from askalike.retrieval.judgement import SEARCH_MIN_MATCH
 
 if TYPE_CHECKING:
-    from indexer.store import StoredQuestion
-    from retrieval.searcher import Searcher
+    from askalike.indexer.store import StoredQuestion
+    from askalike.retrieval.searcher import Searcher
 
 Source = Annotated[list[str] | None, Query(description="only this source (its name as hits show it, "
                                                        "or its file name); repeatable")]
@@ -69,7 +69,7 @@ def minimum_match(value: str | float | None, default: float = SEARCH_MIN_MATCH) 
 def stored_question(searcher: "Searcher", external_id: str, source: str | None) -> "StoredQuestion":
     """The stored question a request names by its id (and ``source``, where several have it);
     404 when there is none or the id is in several sources."""
-    from retrieval.searcher import SearchError
+    from askalike.retrieval.searcher import SearchError
 
     try:
         return searcher.question(normalize_id(external_id), () if source is None else (source,),

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Body, Query
 from starlette.exceptions import HTTPException
 
-from app.server.api import StrictJsonRoute
-from app.server.models import Deleted, Question, WriteReport
-from app.server.parameters import DATE_FORMAT, QuestionId, WriteDateFormat, stored_question
-from app.server.settings import Limits
-from core.dates import DateOrder
-from indexer.sources import normalize_id
-from indexer.upsert import API_SOURCE
+from askalike.app.server.api import StrictJsonRoute
+from askalike.app.server.models import Deleted, Question, WriteReport
+from askalike.app.server.parameters import DATE_FORMAT, QuestionId, WriteDateFormat, stored_question
+from askalike.app.server.settings import Limits
+from askalike.core.dates import DateOrder
+from askalike.indexer.sources import normalize_id
+from askalike.indexer.upsert import API_SOURCE
 
 if TYPE_CHECKING:
-    from app.server.api import ServedIndex
+    from askalike.app.server.api import ServedIndex
 
 WriteSource = Annotated[str, Query(description="the source the questions belong to")]
 
@@ -27,8 +27,8 @@ WriteSource = Annotated[str, Query(description="the source the questions belong 
 def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: str,
            date_format: DateOrder | None) -> dict[str, Any]:
     """Validate, embed and commit ``records`` (all or none), then serve the new state."""
-    from indexer.store import IndexReading
-    from indexer.upsert import upsert_questions, validated_questions
+    from askalike.indexer.store import IndexReading
+    from askalike.indexer.upsert import upsert_questions, validated_questions
 
     if not records:
         raise HTTPException(422, "no questions given")
@@ -87,7 +87,7 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
     @routes.delete("/questions/{id:path}", dependencies=[writer], response_model=Deleted)
     def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
-        from indexer.upsert import delete_question
+        from askalike.indexer.upsert import delete_question
 
         live = loaded.require()
         with live.searching() as searcher:

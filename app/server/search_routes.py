@@ -24,9 +24,9 @@ from pydantic import (
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from app.server.api import StrictJsonRoute
-from app.server.models import SearchAnswer, SearchAnswers
-from app.server.parameters import (
+from askalike.app.server.api import StrictJsonRoute
+from askalike.app.server.models import SearchAnswer, SearchAnswers
+from askalike.app.server.parameters import (
     DATE_FORMAT,
     MIN_MATCH_HELP,
     Category,
@@ -41,16 +41,16 @@ from app.server.parameters import (
     stored_question,
     whole_number,
 )
-from app.server.security import unknown_parameters
-from app.server.settings import Limits
-from core.dates import DateOrder
-from retrieval.fusion import SearchMode
-from retrieval.judgement import SAME_QUESTION
+from askalike.app.server.security import unknown_parameters
+from askalike.app.server.settings import Limits
+from askalike.core.dates import DateOrder
+from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.judgement import SAME_QUESTION
 
 if TYPE_CHECKING:
-    from app.server.api import ServedIndex
-    from retrieval.live import LiveSearcher
-    from retrieval.searcher import Searcher, SearchFilters
+    from askalike.app.server.api import ServedIndex
+    from askalike.retrieval.live import LiveSearcher
+    from askalike.retrieval.searcher import Searcher, SearchFilters
 
 _Answer = TypeVar("_Answer")
 
@@ -69,8 +69,8 @@ def _filters(searcher: "Searcher", source: list[str] | None, category: list[str]
 def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "SearchFilters",
               mode: SearchMode | None, lowest: float, collapse: bool) -> list[dict[str, Any]]:
     """Each query's ``search --json`` object, its sources named as a client sees them."""
-    from retrieval.results import Shown
-    from retrieval.searcher import SearchError
+    from askalike.retrieval.results import Shown
+    from askalike.retrieval.searcher import SearchError
 
     try:
         answers = Shown(k, lowest, collapse).search(searcher, queries, filters, mode)
@@ -163,7 +163,7 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose
         match to it (how likely they ask the same question) reaches ``min-match`` (default: 50%,
         what ``duplicates`` and ``--collapse`` call the same question)."""
-        from retrieval.results import Shown
+        from askalike.retrieval.results import Shown
 
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")

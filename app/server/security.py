@@ -15,8 +15,8 @@ from urllib.parse import unquote_to_bytes
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
-from app.safe_text import json_line
-from core.credentials import masked_text
+from askalike.app.safe_text import json_line
+from askalike.core.credentials import masked_text
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

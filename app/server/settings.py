@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.errors import UserError
+from askalike.core.errors import UserError
 
 SETTINGS_ENV_VAR = "ASKALIKE_SERVE_SETTINGS"
 KEYS_ENV_VAR = "ASKALIKE_API_KEYS"  # keys separated by commas or whitespace

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.server.api import StrictJsonRoute
-from app.server.models import Health
-from app.server.security import SafeJSONResponse, public_message
+from askalike.app.server.api import StrictJsonRoute
+from askalike.app.server.models import Health
+from askalike.app.server.security import SafeJSONResponse, public_message
 
 if TYPE_CHECKING:
-    from app.server.api import ServedIndex
+    from askalike.app.server.api import ServedIndex
 
 
 def _public(value: Any) -> Any:
@@ -50,8 +50,8 @@ def router(loaded: "ServedIndex", reader: Any) -> APIRouter:
     def info() -> dict[str, Any]:
         """What `askalike index-info --json` says (paths cut to their last part, sources named as
         hits name them)."""
-        from indexer.directory import index_info
-        from indexer.source_identity import source_labels
+        from askalike.indexer.directory import index_info
+        from askalike.indexer.source_identity import source_labels
 
         live = loaded.require()
         info = index_info(live.index_dir, loaded.settings.database)

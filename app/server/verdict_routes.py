@@ -9,15 +9,15 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException
 
-from app.server.api import StrictJsonRoute
-from app.server.models import StoredVerdict
-from app.server.parameters import stored_question
-from app.server.settings import Limits
+from askalike.app.server.api import StrictJsonRoute
+from askalike.app.server.models import StoredVerdict
+from askalike.app.server.parameters import stored_question
+from askalike.app.server.settings import Limits
 
 if TYPE_CHECKING:
-    from app.server.api import ServedIndex
-    from indexer.store import StoredQuestion
-    from retrieval.searcher import Searcher
+    from askalike.app.server.api import ServedIndex
+    from askalike.indexer.store import StoredQuestion
+    from askalike.retrieval.searcher import Searcher
 
 
 class VerdictQuestion(BaseModel):
@@ -45,7 +45,7 @@ def _judged(searcher: "Searcher", which: str, judged: VerdictQuestion) -> "Store
 
 def _record(loaded: "ServedIndex", limits: Limits, verdict: VerdictBody) -> dict[str, Any]:
     """Store ``verdict`` on the two stored questions it names."""
-    from indexer.upsert import record_verdict
+    from askalike.indexer.upsert import record_verdict
 
     live = loaded.require()
     with live.searching() as searcher:

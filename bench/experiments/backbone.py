@@ -12,15 +12,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.datasets import read_sts_benchmark, stsb_path
+from askalike.core.sts_evaluation import evaluate_sts
+from askalike.retrieval.cqa_runs import load_cqa_split
+from askalike.retrieval.model_card import ALL_SPLITS, cqa_map
+from askalike.retrieval.reranker import Reranker
+from askalike.train.modules import PretrainedModule
 from bench.encoding import sentence_transformers_minilm, sentences_per_second
 from bench.harness import real_questions
-from core.data_dir import resolve_data_dir
-from core.datasets import read_sts_benchmark, stsb_path
-from core.sts_evaluation import evaluate_sts
-from retrieval.cqa_runs import load_cqa_split
-from retrieval.model_card import ALL_SPLITS, cqa_map
-from retrieval.reranker import Reranker
-from train.modules import PretrainedModule
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ import argparse
 
 import numpy as np
 
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import shipped_model
 from bench.harness import real_questions
-from core.loader import load_encoder
-from core.model_dir import shipped_model
 
 
 def main() -> None:

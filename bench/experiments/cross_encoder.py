@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from askalike.retrieval.judgement import f1_at
 from bench.experiments.same_question import best_threshold, labelled_pairs
-from retrieval.judgement import f1_at
 
 BACKBONE = "models/accurate/backbone"
 

@@ -23,13 +23,13 @@ import json
 import time
 from pathlib import Path
 
-from core.data_dir import resolve_data_dir
-from core.loader import load_encoder
-from core.model_dir import DEFAULT_MODEL, cache_dir, read_model_config, weights_fingerprint
-from core.ood_evaluation import OOD_DOMAINS, PARTS, CachedEncoder, domain_part, evaluate_pairs
-from train.collection_adaptation import adapt_to_collection
-from train.pair_tuning import TuneSettings, score_loss, tune
-from train.trained_model import export_once
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import DEFAULT_MODEL, cache_dir, read_model_config, weights_fingerprint
+from askalike.core.ood_evaluation import OOD_DOMAINS, PARTS, CachedEncoder, domain_part, evaluate_pairs
+from askalike.train.collection_adaptation import adapt_to_collection
+from askalike.train.pair_tuning import TuneSettings, score_loss, tune
+from askalike.train.trained_model import export_once
 
 WORK = cache_dir() / "domain-tuning"
 

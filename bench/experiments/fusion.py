@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from askalike.retrieval.cqa_runs import load_cqa_split
+from askalike.retrieval.fusion import Fusion, fuse_lists
+from askalike.retrieval.model_card import best_dense_weight
+from askalike.retrieval.reranker import Reranker
 from bench.experiments.levers import cqa_lever_arguments
-from retrieval.cqa_runs import load_cqa_split
-from retrieval.fusion import Fusion, fuse_lists
-from retrieval.model_card import best_dense_weight
-from retrieval.reranker import Reranker
 
 
 def ranks(scores: Sequence[float]) -> np.ndarray:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.data_dir import resolve_data_dir
-from core.encoder import Encoder
-from core.loader import load_encoder
-from core.model_dir import ModelError
-from retrieval.model_card import ALL_SPLITS
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.encoder import Encoder
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ModelError
+from askalike.retrieval.model_card import ALL_SPLITS
 
 
 def cqa_lever_arguments(description: str) -> tuple[Encoder, Path, list[str]]:

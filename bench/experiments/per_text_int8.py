@@ -28,17 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.encoder import Encoder
+from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ONNX_FILE
+from askalike.core.sts_evaluation import evaluate_stsb
+from askalike.retrieval.cqa_runs import load_cqa_split
+from askalike.retrieval.model_card import cqa_map
+from askalike.retrieval.reranker import Reranker
+from askalike.train.onnx_export import quantizable_nodes, quantize_nodes
+from askalike.train.trained_model import export_model
 from bench.harness import real_questions, run_child
-from core.data_dir import resolve_data_dir
-from core.encoder import Encoder
-from core.loader import load_encoder
-from core.model_dir import ONNX_FILE
-from core.sts_evaluation import evaluate_stsb
-from retrieval.cqa_runs import load_cqa_split
-from retrieval.model_card import cqa_map
-from retrieval.reranker import Reranker
-from train.onnx_export import quantizable_nodes, quantize_nodes
-from train.trained_model import export_model
 
 PEER_BATCHES = (1, 32, 256)
 

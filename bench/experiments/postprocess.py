@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from askalike.core.encoder import BatchedEncoder, Encoder
+from askalike.retrieval.cqa import evaluate_scores
+from askalike.retrieval.cqa_runs import load_cqa_split
+from askalike.retrieval.reranker import Reranker
 from bench.experiments.levers import cqa_lever_arguments
-from core.encoder import BatchedEncoder, Encoder
-from retrieval.cqa import evaluate_scores
-from retrieval.cqa_runs import load_cqa_split
-from retrieval.reranker import Reranker
 
 REMOVED_DIRECTIONS = (0, 1, 2, 3, 5, 10)
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-from core.cqa_questions import read_cqa_questions, read_split_questions
-from core.data_dir import resolve_data_dir
-from core.loader import load_encoder
-from retrieval.judgement import f1_at
+from askalike.core.cqa_questions import read_cqa_questions, read_split_questions
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.loader import load_encoder
+from askalike.retrieval.judgement import f1_at
 
 TEST_2016_WITH_LABELS = "semeval-cqa/SemEval2016-Task3-CQA-QL-test.xml"  # the input file has none
 PENALTIES = (1e-3, 1e-2, 1e-1)

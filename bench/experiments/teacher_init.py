@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.data_dir import resolve_data_dir
-from train.config import load_config
-from train.distillation import read_distillation_texts
-from train.trained_model import TrainedModel, save_model
-from train.trainer import build_encoder
+from askalike.core.data_dir import resolve_data_dir
+from askalike.train.config import load_config
+from askalike.train.distillation import read_distillation_texts
+from askalike.train.trained_model import TrainedModel, save_model
+from askalike.train.trainer import build_encoder
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.model_dir import ModelError, read_model_config
-from train.seed_average import average_models
-from train.trained_model import load_model, save_model
+from askalike.core.model_dir import ModelError, read_model_config
+from askalike.train.seed_average import average_models
+from askalike.train.trained_model import load_model, save_model
 
 
 def main() -> None:

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from askalike.core.data_dir import resolve_data_dir
+from askalike.core.loader import load_encoder
+from askalike.retrieval.calibration import FIT_SPLITS, JudgedPair, cqa_pairs, pair_cosines
+from askalike.retrieval.judgement import SAME_QUESTION, SameQuestionJudge, calibration_error, f1_at, fit_platt
 from bench.experiments.same_question import fit_logistic
-from core.data_dir import resolve_data_dir
-from core.loader import load_encoder
-from retrieval.calibration import FIT_SPLITS, JudgedPair, cqa_pairs, pair_cosines
-from retrieval.judgement import SAME_QUESTION, SameQuestionJudge, calibration_error, f1_at, fit_platt
 
 STOPWORDS = frozenset({"the", "a", "an", "to", "in", "of", "i", "is", "and", "for", "what", "how", "do",
                        "can", "my", "it", "you", "any", "there", "qatar", "doha", "this", "on", "be",
