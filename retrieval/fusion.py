@@ -18,6 +18,8 @@ WEIGHT_GRID = tuple(step / 20 for step in range(21))  # the dense weights tuning
 
 
 class SearchMode(StrEnum):
+    """How a search ranks the questions: by meaning, by words, or both."""
+
     dense = "dense"  # cosine of the model's embeddings
     lexical = "lexical"  # BM25 over the words
     hybrid = "hybrid"  # both, fused

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 from fastapi.testclient import TestClient
 
+from askalike.app.server import models
 from askalike.app.server.api import create_app
 from askalike.app.server.settings import Limits, ServerSettings
 
@@ -37,6 +39,17 @@ def serving(index_dir: Path, tmp_path: Path, limits: Limits | None = None, **opt
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         wait_ready(client)
         yield client
+
+
+def assert_answered_as_documented(client: TestClient, answer: httpx.Response, path: str,
+                                  method: str) -> None:
+    """``answer`` (to ``method`` ``path``, as /openapi.json spells the path) has a status that
+    /openapi.json, and so docs/api.md, documents for it, and is exactly what the schema it names
+    says: that schema's model validates it strictly (no other key, no string for a number)."""
+    responses = client.get("/openapi.json").json()["paths"][path][method]["responses"]
+    assert str(answer.status_code) in responses, (answer.status_code, answer.text)
+    schema = responses[str(answer.status_code)]["content"]["application/json"]["schema"]
+    getattr(models, schema["$ref"].rsplit("/", 1)[1]).model_validate_json(answer.content, strict=True)
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from helpers import assert_one_line_error, collection, invoke
-from serving import WRITE, WRONG, serving
+from serving import WRITE, WRONG, assert_answered_as_documented, serving
 from test_cli import assert_documented
 
 from askalike.core.pair_files import LabelledPair, read_labelled_pairs
@@ -36,7 +36,7 @@ def client(built, tmp_path):
 def test_a_verdict_is_stored_with_the_texts_judged_and_answered_as_documented(client, built):
     answer = client.post("/verdicts", json=_verdict("q1", "q7", True), headers=WRITE)
     assert answer.status_code == 200, answer.text
-    assert_documented(answer.json(), "serve verdict")
+    assert_answered_as_documented(client, answer, "/verdicts", "post")
     assert {key: answer.json()[key] for key in ("first", "second", "same")} == {
         "first": {"id": "q1", "source": SOURCE}, "second": {"id": "q7", "source": SOURCE}, "same": True}
     (stored,) = recorded_verdicts(built[0])

@@ -180,7 +180,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     api.router.route_class = StrictJsonRoute
     api.state.loaded = loaded
     _install_error_handlers(api)
-    bearer = HTTPBearer(auto_error=False, description="an API key of the server")
+    bearer = HTTPBearer(auto_error=False, description="an API key of the server (writes always "
+                                                        "need one; reads with --read-needs-key)")
 
     def key_checked(required: bool) -> Any:  # async: a sync check would cost a thread hand-off
         async def check(credentials: Annotated[HTTPAuthorizationCredentials | None,

@@ -14,31 +14,43 @@ from starlette.exceptions import HTTPException
 from askalike.core.dates import DateOrder
 from askalike.core.numbers import ShareError, integer, share
 from askalike.indexer.sources import normalize_id
+from askalike.retrieval.fusion import SearchMode
 from askalike.retrieval.judgement import SEARCH_MIN_MATCH
 
 if TYPE_CHECKING:
     from askalike.indexer.store import StoredQuestion
     from askalike.retrieval.searcher import Searcher
 
-Source = Annotated[list[str] | None, Query(description="only this source (its name as hits show it, "
-                                                       "or its file name); repeatable")]
-Category = Annotated[list[str] | None, Query(description="only this category (any case); repeatable")]
-Where = Annotated[list[str] | None, Query(description="only questions whose metadata column KEY is "
-                                                      "VALUE (KEY=VALUE, any case), as --where; "
-                                                      "repeatable")]
-Since = Annotated[str | None, Query(description="only questions dated on or after this date")]
-Until = Annotated[str | None, Query(description="only questions dated on or before this date")]
+SOURCE_HELP = "only this source (its name as hits show it, or its file name); repeatable"
+CATEGORY_HELP = "only this category (any case); repeatable"
+WHERE_HELP = ("only questions whose metadata column KEY is VALUE (KEY=VALUE, any case), as --where; "
+              "repeatable")
+SINCE_HELP = "only questions dated on or after this date"
+UNTIL_HELP = "only questions dated on or before this date"
+MODE_HELP = ("dense: by meaning (cosine); lexical: by words (BM25); hybrid: both fused (default: "
+             "hybrid when the model's tuned hybrid weight says words help, else dense)")
+K_HELP = "how many results, at most"
 MIN_MATCH_HELP = ("leave out hits whose match is below this: 50% or 0.5 (a number without % is a "
                   "fraction: 1 is 100%)")
-MinMatch = Annotated[str | None, Query(alias="min-match", description=MIN_MATCH_HELP)]
-Collapse = Annotated[bool, Query(description="fold near-duplicates into the better hit they duplicate")]
+COLLAPSE_HELP = "fold near-duplicates into the better hit they duplicate"
 DATE_FORMAT = "date-format"  # the parameter that says how to read 10/01/2024 (spelt as the CLI's)
 DATE_FORMAT_HELP = "how to read a date written in numbers only, such as 10/01/2024"
-DateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP
-                                               + " (default: as the index was built)")]
+SEARCH_DATE_FORMAT_HELP = DATE_FORMAT_HELP + " (default: as the index was built)"
+
+Source = Annotated[list[str] | None, Query(description=SOURCE_HELP)]
+Category = Annotated[list[str] | None, Query(description=CATEGORY_HELP)]
+Where = Annotated[list[str] | None, Query(description=WHERE_HELP)]
+Since = Annotated[str | None, Query(description=SINCE_HELP)]
+Until = Annotated[str | None, Query(description=UNTIL_HELP)]
+Mode = Annotated[SearchMode | None, Query(description=MODE_HELP)]
+MinMatch = Annotated[str | None, Query(alias="min-match", description=MIN_MATCH_HELP)]
+Collapse = Annotated[bool, Query(description=COLLAPSE_HELP)]
+DateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=SEARCH_DATE_FORMAT_HELP)]
 WriteDateFormat = Annotated[DateOrder | None, Query(alias=DATE_FORMAT, description=DATE_FORMAT_HELP)]
 # a question's id in the path: it may hold a "/" (`/questions/a%2Fb`), as an id in a file may
 QuestionId = Annotated[str, PathParam(description="the question's id in your collection")]
+IdSource = Annotated[str | None, Query(description="its source, by its name, where several sources "
+                                                   "have the id")]
 
 
 def whole_number(value: Any) -> Any:

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Body, Query
 from starlette.exceptions import HTTPException
 
 from askalike.app.server.api import StrictJsonRoute
-from askalike.app.server.models import Deleted, Question, WriteReport
-from askalike.app.server.parameters import DATE_FORMAT, QuestionId, WriteDateFormat, stored_question
+from askalike.app.server.models import Deleted, Question, WriteReport, errors
+from askalike.app.server.parameters import DATE_FORMAT, IdSource, QuestionId, WriteDateFormat, stored_question
 from askalike.app.server.settings import Limits
 from askalike.core.dates import DateOrder
 from askalike.indexer.sources import normalize_id
@@ -54,17 +54,21 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
 def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> APIRouter:
     """The question endpoints; ``reader`` and ``writer`` are the key checks of reads and writes
     (FastAPI dependencies)."""
-    routes = APIRouter(route_class=StrictJsonRoute, tags=["questions"])
+    routes = APIRouter(route_class=StrictJsonRoute, tags=["questions"],
+                       responses=errors(400, 401, 422, 503))
+    written = errors(403, 413)  # what a write may be answered besides
 
-    @routes.get("/questions/{id:path}", dependencies=[reader], response_model=Question)
-    def get_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+    @routes.get("/questions/{id:path}", dependencies=[reader], response_model=Question,
+                summary="A question", responses=errors(404))
+    def get_question(id: QuestionId, source: IdSource = None) -> dict[str, Any]:
         """One stored question by its id in your collection."""
         with loaded.require().searching() as searcher:
             question = stored_question(searcher, id, source)
             return {"id": question.external_id, "source": searcher.source_label(question.source),
                     "subject": question.subject, "body": question.body, "metadata": question.metadata}
 
-    @routes.post("/questions", dependencies=[writer], response_model=WriteReport)
+    @routes.post("/questions", dependencies=[writer], response_model=WriteReport,
+                 summary="Add or replace questions", responses=written)
     def post_questions(questions: Annotated[Any, Body(description="a question object (id, subject "
                                                                    "or title, body, metadata) or an "
                                                                    "array of them")],
@@ -75,8 +79,12 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         records = questions if isinstance(questions, list) else [questions]
         return _write(loaded, limits, records, source, date_format)
 
-    @routes.put("/questions/{id:path}", dependencies=[writer], response_model=WriteReport)
-    def put_question(id: QuestionId, question: Annotated[dict[str, Any], Body()],
+    @routes.put("/questions/{id:path}", dependencies=[writer], response_model=WriteReport,
+                summary="Add or replace a question", responses=written)
+    def put_question(id: QuestionId,
+                     question: Annotated[dict[str, Any], Body(description="a question object (subject "
+                                                                          "or title, body, metadata); an "
+                                                                          "id in it must be the path's")],
                      source: WriteSource = API_SOURCE, date_format: WriteDateFormat = None
                      ) -> dict[str, Any]:
         """Add or replace the question ``id`` of ``source``."""
@@ -84,8 +92,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
             raise HTTPException(422, f"the body's id {question['id']!r} is not the path's {id!r}")
         return _write(loaded, limits, [{**question, "id": id}], source, date_format)
 
-    @routes.delete("/questions/{id:path}", dependencies=[writer], response_model=Deleted)
-    def delete_question(id: QuestionId, source: Annotated[str | None, Query()] = None) -> dict[str, int]:
+    @routes.delete("/questions/{id:path}", dependencies=[writer], response_model=Deleted,
+                   summary="Remove a question", responses=errors(403, 404))
+    def delete_question(id: QuestionId, source: IdSource = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
         from askalike.indexer.upsert import delete_question
 

@@ -25,14 +25,24 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from askalike.app.server.api import StrictJsonRoute
-from askalike.app.server.models import SearchAnswer, SearchAnswers
+from askalike.app.server.models import SearchAnswer, SearchAnswers, errors
 from askalike.app.server.parameters import (
+    CATEGORY_HELP,
+    COLLAPSE_HELP,
     DATE_FORMAT,
+    K_HELP,
     MIN_MATCH_HELP,
+    MODE_HELP,
+    SEARCH_DATE_FORMAT_HELP,
+    SINCE_HELP,
+    SOURCE_HELP,
+    UNTIL_HELP,
+    WHERE_HELP,
     Category,
     Collapse,
     DateFormat,
     MinMatch,
+    Mode,
     Since,
     Source,
     Until,
@@ -98,27 +108,31 @@ async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer
 
 def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
     """The search endpoints; ``reader`` is the key check of reads (a FastAPI dependency)."""
-    Text = Annotated[str, Query(min_length=1, max_length=limits.query_chars)]
-    K = Annotated[int, BeforeValidator(whole_number), Query(ge=1, le=limits.k, description="results")]
-    routes = APIRouter(route_class=StrictJsonRoute, tags=["search"], dependencies=[reader])
+    Text = Annotated[str, Query(min_length=1, max_length=limits.query_chars, description="the query")]
+    # BeforeValidator after Query: the other way round, /openapi.json spells the limits ge, le
+    K = Annotated[int, Query(ge=1, le=limits.k, description=K_HELP), BeforeValidator(whole_number)]
+    routes = APIRouter(route_class=StrictJsonRoute, tags=["search"], dependencies=[reader],
+                       responses=errors(400, 401, 422, 503))
 
     class BatchSearch(BaseModel):
+        """Several searches: the keys are GET /search's parameters, ``queries`` in place of ``q``."""
+
         # spelt as the CLI's options (min-match); a misspelt key is refused, never ignored
         model_config = ConfigDict(extra="forbid")
 
         queries: list[Annotated[str, Field(min_length=1, max_length=limits.query_chars)]] = Field(
-            min_length=1, max_length=limits.batch)
-        k: Annotated[int, BeforeValidator(whole_number)] = Field(10, ge=1, le=limits.k)
-        mode: SearchMode | None = None
-        source: list[str] = []
-        category: list[str] = []
-        where: list[str] = []
-        since: str | None = None
-        until: str | None = None
-        date_format: DateOrder | None = Field(None, alias=DATE_FORMAT)
+            min_length=1, max_length=limits.batch, description="the queries, each read as `q` is")
+        k: Annotated[int, BeforeValidator(whole_number)] = Field(10, ge=1, le=limits.k, description=K_HELP)
+        mode: SearchMode | None = Field(None, description=MODE_HELP)
+        source: list[str] = Field([], description=SOURCE_HELP)
+        category: list[str] = Field([], description=CATEGORY_HELP)
+        where: list[str] = Field([], description=WHERE_HELP)
+        since: str | None = Field(None, description=SINCE_HELP)
+        until: str | None = Field(None, description=UNTIL_HELP)
+        date_format: DateOrder | None = Field(None, alias=DATE_FORMAT, description=SEARCH_DATE_FORMAT_HELP)
         min_match: StrictStr | StrictFloat | StrictInt | None = Field(None, alias="min-match",
                                                                      description=MIN_MATCH_HELP)
-        collapse: StrictBool = False
+        collapse: StrictBool = Field(False, description=COLLAPSE_HELP)
 
         @model_validator(mode="before")
         @classmethod
@@ -132,8 +146,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
                     raise ValueError(unknown_parameters(unknown, known))
             return data
 
-    @routes.get("/search", response_model=SearchAnswer, response_model_exclude_unset=True)
-    async def search(q: Text, k: K = 10, mode: SearchMode | None = None, source: Source = None,
+    @routes.get("/search", response_model=SearchAnswer, response_model_exclude_unset=True,
+                 summary="Search")
+    async def search(q: Text, k: K = 10, mode: Mode = None, source: Source = None,
                      category: Category = None, where: Where = None, since: Since = None,
                      until: Until = None, date_format: DateFormat = None,
                      min_match: MinMatch = None, collapse: Collapse = False) -> dict[str, Any]:
@@ -145,7 +160,8 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
             searcher, [q], k, _filters(searcher, source, category, since, until, date_format, where),
             mode, lowest, collapse)[0])
 
-    @routes.post("/search", response_model=SearchAnswers, response_model_exclude_unset=True)
+    @routes.post("/search", response_model=SearchAnswers, response_model_exclude_unset=True,
+                  summary="Search with several queries", responses=errors(413))
     async def search_many(request: BatchSearch) -> dict[str, Any]:
         """Several queries at once: ``{"searches": [...]}``, one `search --json` object each."""
         lowest = minimum_match(request.min_match)
@@ -155,9 +171,11 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
                      request.date_format, request.where),
             request.mode, lowest, request.collapse)})
 
-    @routes.get("/duplicates", response_model=SearchAnswer, response_model_exclude_unset=True)
-    def duplicates(id: Annotated[str | None, Query(description="a stored question's id")] = None,
-                   text: Annotated[str | None, Query(max_length=limits.query_chars)] = None,
+    @routes.get("/duplicates", response_model=SearchAnswer, response_model_exclude_unset=True,
+                 summary="Near-duplicates", responses=errors(404))
+    def duplicates(id: Annotated[str | None, Query(description="a stored question's id (or text)")] = None,
+                   text: Annotated[str | None, Query(max_length=limits.query_chars,
+                                                     description="a text (or id)")] = None,
                    source: Annotated[str | None, Query(description="the source of `id`")] = None,
                    k: K = 10, min_match: MinMatch = None) -> dict[str, Any]:
         """The near-duplicates of one stored question (``id``) or of a text: the questions whose

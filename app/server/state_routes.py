@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from askalike.app.server.api import StrictJsonRoute
-from askalike.app.server.models import Health
+from askalike.app.server.models import Health, Ready, errors
 from askalike.app.server.security import SafeJSONResponse, public_message
 
 if TYPE_CHECKING:
@@ -27,14 +27,15 @@ def _public(value: Any) -> Any:
 
 def router(loaded: "ServedIndex", reader: Any) -> APIRouter:
     """The state endpoints; ``reader`` is the key check of reads (a FastAPI dependency)."""
-    routes = APIRouter(route_class=StrictJsonRoute, tags=["state"])
+    routes = APIRouter(route_class=StrictJsonRoute, tags=["state"], responses=errors(400, 422))
 
-    @routes.get("/health", response_model=Health)
+    @routes.get("/health", response_model=Health, summary="Alive")
     def health() -> dict[str, str]:
         """The process is alive (it may still be loading the index)."""
         return {"status": "alive"}
 
-    @routes.get("/ready")
+    @routes.get("/ready", summary="Ready", responses={
+        200: {"model": Ready}, 503: {"model": Ready, "description": "not ready yet"}})
     def ready() -> JSONResponse:
         """200 once the model and the index are loaded (searches can be answered), else 503; the
         count of questions too, unless reads need a key (this answers without one)."""
@@ -46,7 +47,7 @@ def router(loaded: "ServedIndex", reader: Any) -> APIRouter:
         with loaded.live.searching() as searcher:
             return SafeJSONResponse({"ready": True, "questions": searcher.count})
 
-    @routes.get("/info", dependencies=[reader])
+    @routes.get("/info", dependencies=[reader], summary="The index", responses=errors(401, 503))
     def info() -> dict[str, Any]:
         """What `askalike index-info --json` says (paths cut to their last part, sources named as
         hits name them)."""

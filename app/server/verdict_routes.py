@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException
 
 from askalike.app.server.api import StrictJsonRoute
-from askalike.app.server.models import StoredVerdict
+from askalike.app.server.models import StoredVerdict, errors
 from askalike.app.server.parameters import stored_question
 from askalike.app.server.settings import Limits
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 class VerdictQuestion(BaseModel):
+    """A stored question of a verdict."""
+
     model_config = ConfigDict(extra="forbid")
 
     id: StrictStr = Field(min_length=1, description="the question's id in your collection")
@@ -28,10 +30,12 @@ class VerdictQuestion(BaseModel):
 
 
 class VerdictBody(BaseModel):
+    """A person's verdict on two stored questions."""
+
     model_config = ConfigDict(extra="forbid")
 
-    first: VerdictQuestion
-    second: VerdictQuestion
+    first: VerdictQuestion = Field(description="one stored question of the pair")
+    second: VerdictQuestion = Field(description="the other")
     same: StrictBool = Field(description="true: the same question; false: different questions")
 
 
@@ -63,7 +67,8 @@ def router(loaded: "ServedIndex", limits: Limits, writer: Any) -> APIRouter:
     """The verdict endpoint; ``writer`` is the key check of writes (a FastAPI dependency)."""
     routes = APIRouter(route_class=StrictJsonRoute, tags=["questions"])
 
-    @routes.post("/verdicts", dependencies=[writer], response_model=StoredVerdict)
+    @routes.post("/verdicts", dependencies=[writer], response_model=StoredVerdict,
+                 summary="Record a verdict", responses=errors(400, 401, 403, 413, 422, 503))
     def post_verdict(verdict: VerdictBody) -> dict[str, Any]:
         """Record whether two stored questions are the same question (a person's verdict, as
         the search page's "same question" and "different" give it); the latest verdict on a pair
