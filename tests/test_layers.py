@@ -278,7 +278,7 @@ PLANTS = {  # a module (or two) added to the source, and the rule that must catc
     "a project module by its folder's bare name": (
         {"askalike.retrieval.planted": "from indexer.store import Store\n"}, bare_imports),
     "a bare name through importlib": (
-        {"askalike.app.planted": "import importlib\nSTORE = importlib.import_module('askalike.indexer.store')\n"},
+        {"askalike.app.planted": "import importlib\nSTORE = importlib.import_module('indexer.store')\n"},
         bare_imports),
 }
 
