@@ -42,3 +42,18 @@ def resolve_index_type(requested: str | None, current: str | None, count: int) -
     if requested is None or requested == AUTO_INDEX_TYPE:
         return auto_index_type(count)
     return requested, "given by --index-type"
+
+
+def index_types_table() -> str:
+    """The index types as docs/search.md lists them (a Markdown table), read from the registry
+    and ``auto``'s thresholds, so that the page says what the code does (tests/test_scale.py
+    compares them)."""
+    auto_picks = {Flat.name: f"up to {AUTO_FLAT_MAX:,} questions",
+                  Hnsw.name: f"{AUTO_FLAT_MAX + 1:,} to {AUTO_HNSW_MAX:,} questions",
+                  IvfPq.name: f"over {AUTO_HNSW_MAX:,} questions"}
+    rows = ["| `--index-type` | what it is | `auto` picks it for | a search may set |", "|---|---|---|---|"]
+    rows += [f"| `{kind.name}` | {kind.summary} | {auto_picks.get(kind.name, 'never')} | "
+             f"{', '.join(f'`{setting}`' for setting in kind.search_settings) or '-'} |"
+             for kind in INDEX_TYPES.values()]
+    return "\n".join(rows)
+

@@ -10,7 +10,17 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
-from helpers import QUIET, collection, own_database, runner, search_hits, stored_state, write_jsonl
+from helpers import (
+    QUIET,
+    ROOT,
+    collection,
+    documented_schema,
+    own_database,
+    runner,
+    search_hits,
+    stored_state,
+    write_jsonl,
+)
 
 import askalike.indexer.build
 from askalike.app.cli import app
@@ -343,3 +353,17 @@ def test_a_new_index_type_is_one_class(tmp_path, tiny_model, monkeypatch):
 def test_the_index_type_help_comes_from_the_registry():
     shown = " ".join(runner.invoke(app, ["index", "--help"], terminal_width=400).output.split())
     assert all(f"{kind.name} ({kind.summary})" in shown for kind in INDEX_TYPES.values()), shown
+
+
+def test_the_index_types_table_of_docs_search_md_is_the_registry_s():
+    """docs/search.md lists the types as ``index_types_table()`` renders the registry, and
+    docs/cli.md's schema of ``index --json`` names the registry's types."""
+    from askalike.indexer.index_type_choice import index_types_table
+
+    assert documented_schema("index --json")["properties"]["index_type"]["enum"] == list(INDEX_TYPES)
+
+    page = (ROOT / "docs" / "search.md").read_text()
+    documented = page.split("<!-- index-types -->\n", 1)[1].split("\n<!-- /index-types -->", 1)[0]
+    assert documented == index_types_table(), (
+        "docs/search.md's index types differ from the registry; put this between its "
+        f"<!-- index-types --> markers:\n{index_types_table()}")
