@@ -177,10 +177,15 @@ def test_a_built_wheel_holds_the_askalike_package_alone(tmp_path):
     """The wheel built from the checkout: every file under ``askalike/`` (no top-level ``app`` or
     ``core`` to collide with another project's) or its metadata, the page and both shipped
     models included, and the console script pointing into the package."""
+    import shutil
     import zipfile
 
+    # a copy of the tree: setuptools builds in the source folder (build/, *.egg-info)
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "runs"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--wheel-dir", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=600)
+                    "--wheel-dir", str(tmp_path), str(source)], check=True, capture_output=True, timeout=600)
     [wheel] = tmp_path.glob("askalike-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
