@@ -379,6 +379,17 @@ class Searcher:
                              date_order or self.reading.date_order, where_filters(where, where_option),
                              order_option)
 
+    def require_where_fields(self, filters: SearchFilters, option: str = WHERE_OPTION) -> None:
+        """Refuse a filter on a field no stored question has (a misspelt column, most likely: it
+        could only ever match nothing), naming the fields there are. The API keeps answering such
+        a search (a field of questions not written yet); a command refuses it."""
+        known = self.index.store.metadata_keys()
+        unknown = [key for key in dict.fromkeys(key for key, _ in filters.where) if key not in known]
+        if unknown:
+            raise SearchError(f"{option} {', '.join(unknown)}: no question has "
+                              f"{'that field' if len(unknown) == 1 else 'those fields'} "
+                              f"(its fields: {', '.join(sorted(known)) or 'none'})")
+
     def why_nothing(self, filters: SearchFilters) -> str:
         """Why a filtered search found nothing, in words: what the index holds of what the
         filters ask for (its categories, the values of a --where field, whether it has dates)."""

@@ -90,12 +90,20 @@ def test_a_filter_that_matches_nothing_says_what_there_is(helpdesk, tmp_path, ti
     assert "Billing (10)" in result.stdout and "Sales (10)" in result.stdout
     result = invoke("search", "card", "--index", index_dir, "--where", "team=Accounts")
     assert "team: Billing (10)" in " ".join(result.stdout.split())
-    result = invoke("search", "card", "--index", index_dir, "--where", "branch=North")
-    assert "no question has a 'branch' field" in " ".join(result.stdout.split())
     undated = _export(tmp_path / "undated.csv", [["C1", "", "a question", "Sales"]])
     assert invoke("index", undated, "--model", tiny_model, "--index", tmp_path / "bare").exit_code == 0
     result = invoke("search", "question", "--index", tmp_path / "bare", "--since", "2025-01-01")
     assert "holds no dates" in " ".join(result.stdout.split())
+
+
+def test_a_where_on_a_field_no_question_has_is_refused_naming_the_fields(helpdesk):
+    """A misspelt column could only ever match nothing: the command says so and exits non-zero
+    (the API still answers, with the same reason under ``why``)."""
+    index_dir, _ = helpdesk
+    result = invoke("search", "card", "--index", index_dir, "--where", "branch=North")
+    assert result.exit_code == 2
+    assert_one_line_error(result, r"--where branch: no question has that field \(its fields: ")
+    assert "team" in result.stderr
 
 
 @pytest.mark.reliability("--where without KEY=VALUE", "a one-line error naming --where, exit 2")

@@ -245,6 +245,7 @@ def search(
     with user_errors(), Searcher(index_dir, database, settings=settings) as searcher:
         _require_fields(columns, searcher)
         filters = searcher.filters(source or (), category or (), since, until, date_format, where or ())
+        searcher.require_where_fields(filters)
         why = searcher.why_nothing(filters) if filters else ""
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))
