@@ -27,6 +27,7 @@ from askalike.app.hits import question_markup, result_row
 from askalike.app.output import markup_safe
 from askalike.app.safe_text import printable
 from askalike.core.credentials import masked_text
+from askalike.core.dates import date_hint
 from askalike.core.errors import UserError
 from askalike.retrieval.fusion import SearchMode
 from askalike.retrieval.judgement import SEARCH_MIN_MATCH
@@ -147,8 +148,9 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
                     yield SelectionList[str](*((Text(f"{printable(name, keep='')} ({count:,})"), name,
                                                 name.casefold() in keys) for name, count in offered.items()),
                                              id=widget_id)
-            yield Input(self.current.date_from or "", placeholder="from date (YYYY-MM-DD)", id="from")
-            yield Input(self.current.date_to or "", placeholder="to date (YYYY-MM-DD)", id="to")
+            hint = date_hint(self.searcher.reading.date_order if self.searcher else None)
+            yield Input(self.current.date_from or "", placeholder=f"from date ({hint})", id="from")
+            yield Input(self.current.date_to or "", placeholder=f"to date ({hint})", id="to")
             yield Input(", ".join(f"{key}={value}" for key, value in self.current.where),
                         placeholder="metadata: KEY=VALUE, comma-separated (team=Billing)", id="where")
             with Horizontal(id="buttons"):

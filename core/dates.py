@@ -41,6 +41,13 @@ class DateOrder(StrEnum):
     mdy = "mdy"
 
 
+def date_hint(order: DateOrder | None) -> str:
+    """How to write a date for an index that reads ``order``: ISO always, and its own order where
+    it has one (what a date box suggests)."""
+    own = {DateOrder.dmy: "DD/MM/YYYY", DateOrder.mdy: "MM/DD/YYYY"}.get(order) if order else None
+    return f"YYYY-MM-DD or {own}" if own else "YYYY-MM-DD"
+
+
 class DateValueError(ValueError):
     """A value that is not a date; the message says why and what is expected."""
 

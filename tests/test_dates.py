@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from askalike.core.dates import DateOrder, DateValueError, date_window, parse_date
+from askalike.core.dates import DateOrder, DateValueError, date_hint, date_window, parse_date
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December"]
@@ -116,3 +116,9 @@ def test_date_window_names_the_bound_and_stays_open_past_the_last_day():
     assert date_window(None, "2024-01-05T10:00")[1] == datetime(2024, 1, 5, 10, 0, 0, 1, tzinfo=UTC)
     with pytest.raises(DateValueError, match=r"^until '10/01/2024' is ambiguous"):
         date_window("2024-01-01", "10/01/2024")
+
+
+def test_a_date_box_suggests_iso_and_the_index_s_own_order():
+    assert date_hint(None) == "YYYY-MM-DD"
+    assert date_hint(DateOrder.dmy) == "YYYY-MM-DD or DD/MM/YYYY"
+    assert date_hint(DateOrder.mdy) == "YYYY-MM-DD or MM/DD/YYYY"

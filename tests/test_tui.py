@@ -314,6 +314,8 @@ async def test_an_invalid_filter_date_is_said_and_the_dialog_stays(index_dir):
         await settle(pilot)
         await pilot.press("f")
         await pilot.pause()
+        # the index has no date format of its own
+        assert app.screen.query_one("#from", Input).placeholder == "from date (YYYY-MM-DD)"
         await pilot.click("#from")
         await pilot.press(*"March", "enter")
         await pilot.pause()
