@@ -71,7 +71,8 @@ class Search:
 
 
 def describe_filters(filters: SearchFilters, source_labels: Mapping[str, str]) -> str:
-    """The filters in one line for the status bar; empty when there are none. A source is named
+    """The filters in one line for the status bar (the key that clears them first: many filters
+    are cut at the end); empty when there are none. A source is named
     once, as the results name it (``filters.sources`` also holds each one's absolute path, the
     other name it may be stored under)."""
     stored = [source_labels[name] for name in filters.sources if name in source_labels]
@@ -83,7 +84,7 @@ def describe_filters(filters: SearchFilters, source_labels: Mapping[str, str]) -
         parts.append(f"from {filters.date_from}")
     if filters.date_to:
         parts.append(f"to {filters.date_to}")
-    return f"filters: {', '.join(parts)} (c clears)" if parts else ""
+    return f"filters (c clears): {', '.join(parts)}" if parts else ""
 
 
 class MessageScreen(ModalScreen[None]):
@@ -285,7 +286,8 @@ class SearchApp(App[None]):
     #query { margin: 0 1; }
     #statusbar { height: 1; padding: 0 2; color: $text-muted; }
     #status { width: 1fr; }
-    #filters { width: auto; color: $warning; padding-right: 2; }
+    #filters { width: auto; max-width: 40%; text-wrap: nowrap; text-overflow: ellipsis;
+               color: $warning; padding-right: 2; }  /* many filters: cut, never the status */
     #shown { width: auto; padding-right: 2; }
     #mode { width: auto; }
     #body { height: 1fr; }

@@ -297,7 +297,7 @@ async def test_filters_are_shown_and_cleared(index_dir):
         await pilot.press("space", "tab", "tab", "enter")  # tick the first; Enter in the date box applies
         await settle(pilot)
         assert [r.external_id for r in app.results] == ["Q9_R1"]
-        assert filters_shown(app) == "filters: category Visas and Permits (c clears)"
+        assert filters_shown(app) == "filters (c clears): category Visas and Permits"
         await pilot.press("c")
         await settle(pilot)
         assert filters_shown(app) == "" and len(app.results) == 10
@@ -571,10 +571,28 @@ async def test_a_metadata_filter_is_typed_as_key_value(index_dir):
         await pilot.press("enter")
         await settle(pilot)
         assert app.results and all(r.metadata["category"] == "car" for r in app.results)
-        assert filters_shown(app) == "filters: category=CAR (c clears)"
+        assert filters_shown(app) == "filters (c clears): category=CAR"
         screenshots = os.environ.get("ASKALIKE_SCREENSHOTS")  # docs/tui.svg is made this way
         if screenshots:
             app.save_screenshot(filename="tui.svg", path=screenshots)
+
+
+@pytest.mark.slow
+@synchronously
+async def test_many_filters_are_cut_and_leave_the_status_its_room(index_dir):
+    """Filters take at most 40% of the status bar, cut with an ellipsis; the outcome of the
+    search keeps the rest (it was pushed out at 120 columns by six filters)."""
+    app = make_app(index_dir)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press(*"cheap", "enter")
+        await settle(pilot)
+        many = SearchFilters(categories=("car", "visa", "housing", "health insurance"),
+                             where=(("team", "Billing"), ("queue", "Email")), date_from="2024-01-01")
+        app._show_filters(many)
+        await pilot.pause()
+        filters, status = app.query_one("#filters"), app.query_one("#status")
+        assert filters.region.width <= 0.4 * 120 and status.region.width >= 30
+        assert str(status.render()).startswith(tuple(f"{n} result" for n in range(1, 11)))
 
 
 def test_the_status_line_names_a_ticked_source_once_as_the_results_do(tmp_path, monkeypatch):
@@ -584,5 +602,5 @@ def test_the_status_line_names_a_ticked_source_once_as_the_results_do(tmp_path, 
     filters = SearchFilters(sources=("tickets.csv",), where=(("queue", "Email"),))
     assert filters.sources == ("tickets.csv", str(tmp_path / "tickets.csv"))
     labels = {str(tmp_path / "tickets.csv"): "tickets.csv"}  # the index stored it by its path
-    assert describe_filters(filters, labels) == "filters: source tickets.csv, queue=Email (c clears)"
-    assert describe_filters(filters, {}) == "filters: source tickets.csv, queue=Email (c clears)"
+    assert describe_filters(filters, labels) == "filters (c clears): source tickets.csv, queue=Email"
+    assert describe_filters(filters, {}) == "filters (c clears): source tickets.csv, queue=Email"
