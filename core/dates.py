@@ -44,7 +44,7 @@ class DateOrder(StrEnum):
 def date_hint(order: DateOrder | None) -> str:
     """How to write a date for an index that reads ``order``: ISO always, and its own order where
     it has one (what a date box suggests)."""
-    own = {DateOrder.dmy: "DD/MM/YYYY", DateOrder.mdy: "MM/DD/YYYY"}.get(order) if order else None
+    own = {DateOrder.dmy: "DD/MM/YYYY", DateOrder.mdy: "MM/DD/YYYY"}.get(order)
     return f"YYYY-MM-DD or {own}" if own else "YYYY-MM-DD"
 
 

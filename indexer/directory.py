@@ -49,9 +49,10 @@ from askalike.indexer.vector_index import HeldVectors, index_ids
 
 
 def model_for_index(index_dir: Path, named: str | None, recorded: EncoderIdentity | None) -> str:
-    """The one rule for which model embeds an index's questions and its queries (index runs, their
-    dry runs, searches, duplicates): the model named (``--model``), else the one the index was
-    built with, else the default model for a new index."""
+    """The one rule for which model an index's questions and queries are embedded with (index runs
+    and their dry runs, searches) and whose same-question judge ``duplicates`` applies: the model
+    named (``--model``), else the one the index was built with, else the default model for a new
+    index."""
     if named:
         return named
     return _recorded_model(index_dir, recorded) if recorded is not None else DEFAULT_MODEL

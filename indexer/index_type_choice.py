@@ -10,7 +10,7 @@ numpy): the CLI and the dry run use it.
 from __future__ import annotations
 
 from askalike.indexer.choices import AUTO_INDEX_TYPE
-from askalike.indexer.index_types import INDEX_TYPES, Flat, Hnsw, IndexBuildError, IvfPq
+from askalike.indexer.index_types import INDEX_TYPES, SEARCH_OPTIONS, Flat, Hnsw, IndexBuildError, IvfPq
 
 AUTO_FLAT_MAX = 100_000
 AUTO_HNSW_MAX = 2_000_000
@@ -51,9 +51,8 @@ def index_types_table() -> str:
     auto_picks = {Flat.name: f"up to {AUTO_FLAT_MAX:,} questions",
                   Hnsw.name: f"{AUTO_FLAT_MAX + 1:,} to {AUTO_HNSW_MAX:,} questions",
                   IvfPq.name: f"over {AUTO_HNSW_MAX:,} questions"}
-    rows = ["| `--index-type` | what it is | `auto` picks it for | a search may set |", "|---|---|---|---|"]
+    rows = ["| `--index-type` | what it is | `auto` picks it for | search options |", "|---|---|---|---|"]
     rows += [f"| `{kind.name}` | {kind.summary} | {auto_picks.get(kind.name, 'never')} | "
-             f"{', '.join(f'`{setting}`' for setting in kind.search_settings) or '-'} |"
+             f"{', '.join(f'`{SEARCH_OPTIONS[setting]}`' for setting in kind.search_settings) or '-'} |"
              for kind in INDEX_TYPES.values()]
     return "\n".join(rows)
-

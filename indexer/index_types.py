@@ -203,6 +203,13 @@ class IvfPq(Ivf):
 
 
 INDEX_TYPES: dict[str, IndexType] = {kind.name: kind for kind in (Flat(), Hnsw(), Ivf(), IvfPq())}
+# each search setting a type may record, and the option of `search` and `tui` that overrides it
+SEARCH_OPTIONS = {"ef_search": "--ef-search", "probes": "--nprobe", "k_factor": "--k-factor"}
+
+
+def types_with_setting(setting: str) -> str:
+    """The index types whose searches take ``setting``, in words (``ivf and ivfpq``)."""
+    return " and ".join(kind.name for kind in INDEX_TYPES.values() if setting in kind.search_settings)
 
 
 def named_index_type(name: str) -> IndexType:

@@ -11,7 +11,7 @@ k pass, on every index type."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -379,16 +379,24 @@ class Searcher:
                              date_order or self.reading.date_order, where_filters(where, where_option),
                              order_option)
 
-    def require_where_fields(self, filters: SearchFilters, option: str = WHERE_OPTION) -> None:
-        """Refuse a filter on a field no stored question has (a misspelt column, most likely: it
-        could only ever match nothing), naming the fields there are. The API keeps answering such
-        a search (a field of questions not written yet); a command refuses it."""
+    def require_fields(self, named: Mapping[str, Sequence[str]],
+                       also: Mapping[str, Sequence[str]] | None = None) -> None:
+        """Refuse metadata fields that no stored question has, by the option that names them
+        (``{"--where": keys, "--fields": names}``; ``also``: what else an option takes, for the
+        message): a misspelt column could only ever show or match nothing. The index's fields
+        are read once, and not at all when nothing is named. The API keeps answering such a
+        search (questions written later may have the field); a command refuses it."""
+        if not any(named.values()):
+            return
         known = self.index.store.metadata_keys()
-        unknown = [key for key in dict.fromkeys(key for key, _ in filters.where) if key not in known]
-        if unknown:
-            raise SearchError(f"{option} {', '.join(unknown)}: no question has "
-                              f"{'that field' if len(unknown) == 1 else 'those fields'} "
-                              f"(its fields: {', '.join(sorted(known)) or 'none'})")
+        for option, names in named.items():
+            unknown = [name for name in dict.fromkeys(names) if name not in known]
+            if unknown:
+                others = (also or {}).get(option, ())
+                raise SearchError(f"{option} {', '.join(unknown)}: no question has "
+                                  f"{'that field' if len(unknown) == 1 else 'those fields'} "
+                                  f"(its fields: {', '.join(sorted(known)) or 'none'}"
+                                  + (f"; or one of {', '.join(others)})" if others else ")"))
 
     def why_nothing(self, filters: SearchFilters) -> str:
         """Why a filtered search found nothing, in words: what the index holds of what the

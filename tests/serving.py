@@ -61,7 +61,6 @@ def free_port() -> int:
 @contextmanager
 def listening(index_dir: Path, tmp_path: Path, **options: object) -> Iterator[str]:
     """The server over ``index_dir`` on a real uvicorn, in a thread: its base URL, once ready."""
-    import httpx
     import uvicorn
 
     keys = tmp_path / "keys.txt"

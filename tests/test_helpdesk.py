@@ -130,7 +130,8 @@ def test_fields_and_csv_carry_metadata_columns(helpdesk):
 def test_fields_refuse_a_column_the_index_lacks(helpdesk):
     index_dir, _ = helpdesk
     assert_one_line_error(invoke("search", "card", "--index", index_dir, "--fields", "id,branch"),
-                          r"branch: pick from .* metadata column of the index \(received, team\)")
+                          r"--fields branch: no question has that field \(its fields: received, team; "
+                          r"or one of id, .*\)")
 
 
 def test_show_displays_every_metadata_column(helpdesk):

@@ -183,7 +183,8 @@ def test_a_built_wheel_holds_the_askalike_package_alone(tmp_path):
     # a copy of the tree: setuptools builds in the source folder (build/, *.egg-info)
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "runs"))
+        ".git", ".venv", ".device", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "runs",
+        "tmp*"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
                     "--wheel-dir", str(tmp_path), str(source)], check=True, capture_output=True, timeout=600)
     [wheel] = tmp_path.glob("askalike-*.whl")

@@ -269,7 +269,7 @@ PLANTS = {  # a module (or two) added to the source, and the rule that must catc
         lazy_torch_below_app),
     "importlib.import_module of train": (
         {"askalike.indexer.planted": "from importlib import import_module\n"
-                            "TRAINER = import_module('askalike.train.trainer')\n"},
+                                     "TRAINER = import_module('askalike.train.trainer')\n"},
         upward_imports),
     "sentence_transformers, which imports torch": (
         {"askalike.core.planted": "import sentence_transformers\n"}, query_modules_reaching_torch),

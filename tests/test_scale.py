@@ -5,6 +5,7 @@ search settings of approximate indexes."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import faiss
@@ -363,7 +364,21 @@ def test_the_index_types_table_of_docs_search_md_is_the_registry_s():
     assert documented_schema("index --json")["properties"]["index_type"]["enum"] == list(INDEX_TYPES)
 
     page = (ROOT / "docs" / "search.md").read_text()
-    documented = page.split("<!-- index-types -->\n", 1)[1].split("\n<!-- /index-types -->", 1)[0]
+    inside = page.split("<!-- index-types -->\n", 1)[1].split("<!-- /index-types -->", 1)[0]
+    documented = textwrap.dedent(inside).strip()  # indented: the table stays in its list item
     assert documented == index_types_table(), (
         "docs/search.md's index types differ from the registry; put this between its "
-        f"<!-- index-types --> markers:\n{index_types_table()}")
+        f"<!-- index-types --> markers (indented by 2):\n{index_types_table()}")
+
+
+def test_each_type_s_summary_says_the_parameters_its_code_chooses():
+    """The summaries are prose beside the code that chooses: they must say its numbers."""
+    from askalike.indexer.index_types import Ivf
+
+    hnsw = INDEX_TYPES["hnsw"]
+    assert (f"M = {Hnsw.LINKS}, efSearch {Hnsw.ef_search(1)} to {Hnsw.ef_search(10**9)}"
+            in hnsw.summary)
+    assert Ivf.probes(10_000) == 300 and Ivf.probes(4) == 4 and Ivf.probes(20) == 14
+    assert "nprobe 3 sqrt(lists), at least 8" in INDEX_TYPES["ivf"].summary
+    assert Ivf().parameters(1_000_000, 384)["lists"] == 4 * 1000
+    assert "about 4 sqrt(n) lists" in INDEX_TYPES["ivf"].summary

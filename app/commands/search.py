@@ -30,29 +30,34 @@ from askalike.app.safe_text import json_line
 from askalike.core.model_dir import DEFAULT_MODEL
 from askalike.core.numbers import share
 from askalike.indexer.choices import DEFAULT_INDEX_DIR
+from askalike.indexer.index_types import SEARCH_OPTIONS, types_with_setting
 from askalike.retrieval.fusion import SearchMode
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from askalike.retrieval.searcher import Searcher, SearchResult, SearchSettings
+    from askalike.retrieval.searcher import SearchResult, SearchSettings
 
 WhereOption = Annotated[list[str] | None, typer.Option(
     "--where", metavar="KEY=VALUE", help="Only questions whose metadata column KEY is VALUE (any "
                                          "case), e.g. team=Billing; repeatable: one KEY's values "
                                          "are alternatives, different KEYs all apply.")]
 
+# the index types each setting applies to, and its option's name, come from the registry
 EfSearchOption = Annotated[int | None, typer.Option(
-    "--ef-search", min=1, help="hnsw indexes: candidates a search keeps for the best 10 (higher: "
-                               "more exact, slower); raised as needed for a larger -k and for filters.",
+    SEARCH_OPTIONS["ef_search"], min=1,
+    help=f"{types_with_setting('ef_search')} indexes: candidates a search keeps for the best 10 (higher: "
+         "more exact, slower); raised as needed for a larger -k and for filters.",
     show_default="as the index was built; see index-info")]
 NprobeOption = Annotated[int | None, typer.Option(
-    "--nprobe", min=1, help="ivf and ivfpq indexes: lists a search reads for the best 10 (higher: "
-                            "more exact, slower); raised as needed for a larger -k and for filters.",
+    SEARCH_OPTIONS["probes"], min=1,
+    help=f"{types_with_setting('probes')} indexes: lists a search reads for the best 10 (higher: "
+         "more exact, slower); raised as needed for a larger -k and for filters.",
     show_default="as the index was built; see index-info")]
 KFactorOption = Annotated[int | None, typer.Option(
-    "--k-factor", min=1, help="ivfpq indexes: candidates per result re-scored on the stored fp16 "
-                              "vectors (higher: more exact, slower).",
+    SEARCH_OPTIONS["k_factor"], min=1,
+    help=f"{types_with_setting('k_factor')} indexes: candidates per result re-scored on the stored fp16 "
+         "vectors (higher: more exact, slower).",
     show_default="as the index was built; see index-info")]
 
 
@@ -83,7 +88,7 @@ class ResultsFormat(StrEnum):
 
 def _fields(text: str | None) -> tuple[str, ...]:
     """--fields as a tuple of names (comma-separated, in the order given): RESULT_FIELDS and
-    metadata columns, which ``_require_fields`` checks once the index is open."""
+    metadata columns, which ``Searcher.require_fields`` checks once the index is open."""
     if text is None:
         return DEFAULT_FIELDS
     fields = tuple(name.strip().lower() for name in text.split(",") if name.strip())
@@ -91,21 +96,6 @@ def _fields(text: str | None) -> tuple[str, ...]:
         raise typer.BadParameter(f"none given: pick from {', '.join(RESULT_FIELDS)} or a metadata "
                                  "column", param_hint="--fields")
     return fields
-
-
-def _require_fields(fields: tuple[str, ...], searcher: Searcher) -> None:
-    """Refuse a --fields name that is neither one of RESULT_FIELDS nor a metadata column of the
-    index (``category`` and ``date`` are always accepted: empty where a question has none)."""
-    others = [name for name in fields if name not in RESULT_FIELDS]
-    if not others:
-        return
-    from askalike.retrieval.searcher import SearchError
-
-    keys = searcher.index.store.metadata_keys()
-    unknown = [name for name in others if name not in keys]
-    if unknown:
-        raise SearchError(f"--fields {', '.join(unknown)}: pick from {', '.join(RESULT_FIELDS)} or a "
-                          f"metadata column of the index ({', '.join(sorted(keys)) or 'none'})")
 
 
 @dataclass(frozen=True)
@@ -243,9 +233,11 @@ def search(
         shown = Shown(k, collapse=collapse) if min_match is None else Shown(k, share(min_match), collapse)
         where_filters(where or ())  # refused before the model loads
     with user_errors(), Searcher(index_dir, database, settings=settings) as searcher:
-        _require_fields(columns, searcher)
         filters = searcher.filters(source or (), category or (), since, until, date_format, where or ())
-        searcher.require_where_fields(filters)
+        # category and date are always accepted: empty where a question has none
+        searcher.require_fields({"--fields": [name for name in columns if name not in RESULT_FIELDS],
+                                 "--where": [key for key, _ in filters.where]},
+                                also={"--fields": RESULT_FIELDS})
         why = searcher.why_nothing(filters) if filters else ""
         if like is not None:
             liked = searcher.question(like, tuple(source or ()))

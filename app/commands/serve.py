@@ -13,10 +13,12 @@ from askalike.app.errors import user_errors
 from askalike.app.model_specs import shipped_models, with_onnx_export
 from askalike.app.options import DatabaseOption, IndexOption, app
 from askalike.app.output import plain, stderr
+from askalike.app.server.settings import Limits
 from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
 # connection, which uvicorn's socket for several workers lacked)
+DEFAULT_LIMITS = Limits()  # what docs/api.md shows
 UVICORN_OPTIONS = {"log_level": "warning", "server_header": False,
                    "http": "askalike.app.server.protocol:NoDelayHTTP"}
 
@@ -42,10 +44,13 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="An origin (https://forum.example) whose pages may call the API; "
                               "repeatable.", show_default="none: same origin only")] = None,
-    max_body_bytes: Annotated[int, typer.Option(min=1024, help="Largest request body.")] = 1 << 20,
-    max_query_chars: Annotated[int, typer.Option(min=1, help="Longest query or text.")] = 1000,
-    max_k: Annotated[int, typer.Option(min=1, help="Most results a search may ask for.")] = 100,
-    max_batch: Annotated[int, typer.Option(min=1, help="Most queries or questions a request.")] = 100,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1024, help="Largest request body.")] = DEFAULT_LIMITS.body_bytes,
+    max_query_chars: Annotated[int, typer.Option(
+        min=1, help="Longest query or text.")] = DEFAULT_LIMITS.query_chars,
+    max_k: Annotated[int, typer.Option(min=1, help="Most results a search may ask for.")] = DEFAULT_LIMITS.k,
+    max_batch: Annotated[int, typer.Option(
+        min=1, help="Most queries or questions a request.")] = DEFAULT_LIMITS.batch,
 ) -> None:
     """Serve searches and writes over HTTP: the search page at /, the API's docs at /docs."""
     # each search on one thread (the requests run side by side): OpenMP (FAISS) and BLAS read
@@ -55,7 +60,7 @@ def serve(
         os.environ.setdefault(variable, "1")
     import uvicorn
 
-    from askalike.app.server.settings import SETTINGS_ENV_VAR, Limits, ServerSettings
+    from askalike.app.server.settings import SETTINGS_ENV_VAR, ServerSettings
     from askalike.app.server.settings import api_keys as read_keys
     from askalike.indexer.directory import open_index
 

@@ -17,7 +17,8 @@ from askalike.core.extras import require_training
 
 @app.command("train")
 def train(
-    config: Annotated[Path, typer.Argument(help="A training config, e.g. train/configs/dan-reddit.toml.")],
+    config: Annotated[Path, typer.Argument(
+        help="A training config, e.g. train/configs/dan-conversations.toml.")],
     resume: Annotated[bool, typer.Option("--resume",
                                          help="Continue the run from its last checkpoint.")] = False,
     run_dir: Annotated[Path | None, typer.Option(help="Run directory.", show_default="runs/NAME")] = None,

@@ -3,8 +3,9 @@
 models of ``app/server`` say, and nothing written twice. ``tests/test_api_docs.py`` fails while
 the committed page is not what ``COMMAND`` writes.
 
-The output depends on nothing but the code: endpoints in the order the application declares them,
-schemas and statuses sorted, no date and no path."""
+The output depends on nothing but the code (and on how the installed FastAPI and pydantic write
+OpenAPI: an upgrade may call for a regeneration): endpoints in the order the application declares
+them, schemas and statuses sorted, no date and no path."""
 
 from __future__ import annotations
 
