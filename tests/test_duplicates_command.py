@@ -192,6 +192,17 @@ def test_every_format_shows_the_stored_date_whatever_column_it_came_from(tmp_pat
     assert all(date in found.stdout for date in dates.values()), found.stdout
 
 
+def test_the_table_lists_the_group_s_metadata_and_a_date_only_where_one_is_known(tmp_path, tiny_model):
+    records = [{**record, "queue": "email" if i % 2 else "phone"} for i, record in enumerate(collection(10))]
+    records.append({**records[4], "id": "copy-4"})
+    index(write_jsonl(tmp_path / "questions.jsonl", records), tmp_path / "index", tiny_model)
+    found = invoke("duplicates", "--index", tmp_path / "index", "--min-match", EXACT, env={"COLUMNS": "200"})
+    assert found.exit_code == 0, found.output
+    header = next(line for line in found.stdout.splitlines() if "subject" in line)
+    assert "queue" in header and "date" not in header  # no question has a date
+    assert any("copy-4" in line and "phone" in line for line in found.stdout.splitlines())
+
+
 def test_help_shows_the_default_min_match():
     help_text = " ".join(invoke("duplicates", "--help").stdout.split())
     assert f"default: ({SAME_QUESTION:.0%})" in help_text

@@ -70,17 +70,23 @@ def _json_text(groups: list[DuplicateGroup]) -> str:
 def _group_table(number: int, group: DuplicateGroup, source_labels: Mapping[str, str]) -> RenderableType:
     from rich.table import Table
 
+    questions = [member.question for member in group.members]
+    dated = any(question.date for question in questions)  # a date column only where one is known
+    extra = sorted({key for question in questions for key in question.metadata} - set(CSV_COLUMNS))
     table = Table(title=plain(f"group {number}: {len(group.members)} questions"), title_justify="left")
     table.add_column("match", justify="right", no_wrap=True)
     table.add_column("id", no_wrap=True, overflow="fold")
     table.add_column("subject", ratio=3)
     table.add_column("source", ratio=1, no_wrap=True, overflow="ellipsis", max_width=24)
-    table.add_column("date", no_wrap=True)
-    for member in group.members:
-        question = member.question
+    if dated:
+        table.add_column("date", no_wrap=True)
+    for key in extra:  # the group's metadata columns, as CSV and JSON hold them
+        table.add_column(plain(key), ratio=1, no_wrap=True, overflow="ellipsis", max_width=20)
+    for member, question in zip(group.members, questions, strict=True):
         table.add_row(f"{member.match:>4.0%}", plain(question.external_id),
                       plain(question.subject or " ".join(question.body.split())[:120]),
-                      plain(source_labels[question.source]), plain(question.date or ""))
+                      plain(source_labels[question.source]), *([plain(question.date or "")] if dated else []),
+                      *(plain(metadata_text(question.metadata.get(key))) for key in extra))
     return table
 
 
