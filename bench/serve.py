@@ -12,10 +12,12 @@ What is the same for every system (issue 55):
   ``askalike serve`` pins its own workers to;
 - workers: each system at each count of ``--workers`` (default: one a core, and 1), except
   txtai's writes: each of its processes holds its own copy of the index, and a write reaches only
-  the one that takes it. Before the runs, a probe (add and upsert of one text, ``PROBE_ROUNDS``
-  times) checks them on a throwaway txtai server of each worker count above 1; where one fails,
-  txtai's writer levels at that count are left out and the report says so (they then run at 1
-  worker only), and its idle levels run on servers that never saw a failed write;
+  the one that takes it. Before the runs, a probe checks them on a throwaway txtai server of each
+  worker count above 1 as the runs write (``PROBE_ROUNDS`` batches of ``--write-batch`` texts,
+  add then upsert each), then asks its count ``PROBE_COUNTS`` times on new connections (which
+  reach different workers); where a write fails or a count misses a write, txtai's writer levels
+  at that count are left out and the report says so (they then run at 1 worker only), and its
+  idle levels run on servers that never saw a write;
 - index type: askalike's ``--index-type`` (HNSW by default) and txtai's faiss backend built
   with the same FAISS structure (``IDMap,HNSW32``; bench/txtai_peer.py);
 - mode: askalike in each of ``--modes`` (``mode=`` in the query string), txtai in each of
@@ -80,7 +82,8 @@ K = 10
 PEER_MODEL = "all-MiniLM-L6-v2"
 PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
 SERVER_THREADS = 1  # compute threads a server process: what `askalike serve` pins its workers to
-PROBE_ROUNDS = 10  # add + upsert rounds that check a multi-worker txtai server's writes
+PROBE_ROUNDS = 10  # add + upsert rounds (of --write-batch texts) checking a multi-worker txtai server
+PROBE_COUNTS = 20  # counts asked afterwards, each on a new connection: every worker must see the writes
 # the FAISS structure of txtai's faiss backend for each of askalike's index types (txtai adds
 # with ids, hence the IDMap); None: txtai cannot build the same one here
 PEER_COMPONENTS: dict[str, str | None] = {"flat": "IDMap,Flat", "hnsw": f"IDMap,HNSW{Hnsw.LINKS}",
@@ -360,17 +363,22 @@ def keepalive_ms(url: str, path: str, requests: int = 20) -> float:
 def probe_writes(python: str, index: Path, workers: int, texts: list[str], args: argparse.Namespace,
                  work: Path) -> str:
     """Whether txtai's writes work at ``workers``: a throwaway server on its own copy of ``index``
-    (the measured ones never see a failed write) writes one text at a time, ``PROBE_ROUNDS``
-    times. '' if every write answered 200, else what failed."""
+    (the measured ones never see a write) takes ``PROBE_ROUNDS`` batches as the runs write them,
+    then is asked its count ``PROBE_COUNTS`` times, each on a new connection. '' if every write
+    answered 200 and every count holds every write, else what went wrong."""
     with ExitStack() as stack:
         probe = Plan()
         start_peer(stack, python, index, workers, "probe", args, work, probe)()
         server = probe.servers[0]
-        for number, text in enumerate(texts[:PROBE_ROUNDS]):
-            server.record(*server.writer([text], f"probe{number}-"))
-    return (f"{server.failed_writes} of {PROBE_ROUNDS} writes (add + upsert of one text) to a "
-            f"txtai server of {workers} workers failed in a probe before the runs"
-            if server.failed_writes else "")
+        size = args.write_batch
+        for number in range(PROBE_ROUNDS):
+            server.record(*server.writer(texts[number * size:(number + 1) * size], f"probe{number}-"))
+        expected = server.collection + server.written
+        short = sum(server.count() != expected for _ in range(PROBE_COUNTS))
+    problems = [f"{server.failed_writes} of {PROBE_ROUNDS} writes failed"] if server.failed_writes else []
+    problems += [f"{short} of {PROBE_COUNTS} counts missed writes that answered 200"] if short else []
+    return (f"in a probe before the runs ({PROBE_ROUNDS} writes of {size} texts, add + upsert, to a "
+            f"txtai server of {workers} workers), {' and '.join(problems)}" if problems else "")
 
 
 @dataclass
@@ -498,7 +506,7 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     load_before = load_average()
     writer_levels = len(args.clients) * max(len(args.modes), 1)
-    needed = args.questions + QUERIES + max(PROBE_ROUNDS, args.writes * writer_levels)
+    needed = args.questions + QUERIES + max(PROBE_ROUNDS * args.write_batch, args.writes * writer_levels)
     texts = real_questions(needed)
     collection, queries = texts[:args.questions], [t[:QUERY_CHARS] for t in texts[args.questions:][:QUERIES]]
     to_write = texts[args.questions + QUERIES:]
