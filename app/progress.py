@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 
 def progress_bars(enabled: bool = True) -> Progress:
     """Progress bars on stderr, so that stdout holds only results; off (``enabled`` False) in
-    ``--json`` mode. Use as a context manager and add a task per long step."""
+    ``--json`` mode, and where stderr is no terminal (in a log file Rich draws no bar and would
+    leave an empty line). Use as a context manager and add a task per long step."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=stderr, disable=not enabled, transient=True)
+                    TimeRemainingColumn(), console=stderr, disable=not enabled or not stderr.is_terminal,
+                    transient=True)
 
 
 @contextmanager
@@ -29,6 +31,6 @@ def steps_shown(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=stderr, disable=not enabled, transient=True) as progress:
+                  console=stderr, disable=not enabled or not stderr.is_terminal, transient=True) as progress:
         task = progress.add_task("starting", total=None)
         yield lambda what: progress.update(task, description=what)

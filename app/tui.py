@@ -285,7 +285,7 @@ class SearchApp(App[None]):
     CSS = """
     #query { margin: 0 1; }
     #statusbar { height: 1; padding: 0 2; color: $text-muted; }
-    #status { width: 1fr; }
+    #status { width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; padding-right: 2; }
     #filters { width: auto; max-width: 40%; text-wrap: nowrap; text-overflow: ellipsis;
                color: $warning; padding-right: 2; }  /* many filters: cut, never the status */
     #shown { width: auto; padding-right: 2; }

@@ -25,6 +25,9 @@ class _Rate(ProgressColumn):
 
 
 def index_progress(enabled: bool) -> Progress:
+    """Bars on stderr where it is a terminal: in a log file Rich draws none and would leave an
+    empty line for each."""
+    console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
-                    disable=not enabled)
+                    TimeRemainingColumn(), console=console, transient=True,
+                    disable=not enabled or not console.is_terminal)

@@ -372,12 +372,15 @@ class Store(Database):
 
         return dict(sorted((spelt(i, key), count) for i, count, key in rows))
 
-    def dated_count(self) -> int:
-        """How many questions have a date (what date filters can pass)."""
+    def date_span(self) -> tuple[int, datetime | None, datetime | None]:
+        """How many questions have a date (what date filters can pass), and the first and last
+        of those dates (UTC)."""
         self._requirefilter_columns()
         with self.reading() as connection:
-            return connection.scalar(select(func.count()).select_from(QUESTIONS)
-                                     .where(QUESTIONS.c.dated.is_not(None))) or 0
+            count, first, last = connection.execute(
+                select(func.count(), func.min(QUESTIONS.c.dated), func.max(QUESTIONS.c.dated))
+                .where(QUESTIONS.c.dated.is_not(None))).one()
+        return count, _in_utc(first), _in_utc(last)
 
     def metadata_values(self, key: str, limit: int = 20) -> dict[str, int]:
         """Questions per value of the metadata field ``key`` (trimmed, as ``--where`` compares

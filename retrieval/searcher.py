@@ -399,9 +399,23 @@ class Searcher:
                                   + (f"; or one of {', '.join(others)})" if others else ")"))
 
     def why_nothing(self, filters: SearchFilters) -> str:
-        """Why a filtered search found nothing, in words: what the index holds of what the
-        filters ask for (its categories, the values of a --where field, whether it has dates)."""
+        """Why a filtered search found nothing, in words: of several filters, each one without
+        which questions would match (the one that empties the result); then what the index holds
+        of what the filters ask for (its categories, the values of a --where field, the span of
+        its dates)."""
         store, reasons = self.index.store, []
+        window, no_window = filters.window, (None, None)
+        given = {"source": bool(filters.sources), "category": bool(filters.categories),
+                 "date": window != no_window, "metadata": bool(filters.where)}
+        if sum(given.values()) > 1:
+            for kind in (kind for kind, on in given.items() if on):
+                count = len(store.ids_matching(
+                    () if kind == "source" else filters.sources,
+                    () if kind == "category" else filters.categories,
+                    *(no_window if kind == "date" else window),
+                    where=() if kind == "metadata" else filters.where))
+                if count:
+                    reasons.append(f"without the {kind} filter, {count:,} would match")
         if filters.categories:
             have = store.category_counts()
             reasons.append(f"its categories: {_listed(have)}" if have else
@@ -411,8 +425,11 @@ class Searcher:
             reasons.append(f"{key}: {_listed(values)}" if values else
                            f"no question has a {key!r} field (its fields: "
                            f"{', '.join(sorted(store.metadata_keys())) or 'none'})")
-        if (filters.date_from or filters.date_to) and not store.dated_count():
-            reasons.append("it holds no dates (index with --date-column COLUMN, and --date-format "
+        if window != no_window:
+            dated, first, last = store.date_span()
+            reasons.append(f"its dates run from {first:%Y-%m-%d} to {last:%Y-%m-%d} ({dated:,} dated)"
+                           if first and last else
+                           "it holds no dates (index with --date-column COLUMN, and --date-format "
                            "for dates such as 01/03/2025)")
         return "no questions match the filters" + (f"; {'; '.join(reasons)}" if reasons else "")
 

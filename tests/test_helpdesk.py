@@ -90,6 +90,12 @@ def test_a_filter_that_matches_nothing_says_what_there_is(helpdesk, tmp_path, ti
     assert "Billing (10)" in result.stdout and "Sales (10)" in result.stdout
     result = invoke("search", "card", "--index", index_dir, "--where", "team=Accounts")
     assert "team: Billing (10)" in " ".join(result.stdout.split())
+    # of two filters, the one that empties the result is named: every Billing case is before April
+    result = invoke("search", "card", "--index", index_dir, "--where", "team=Billing",
+                    "--since", "01/04/2025")
+    said = " ".join(result.stdout.split())
+    assert "without the date filter, 10 would match" in said and "without the metadata filter" not in said
+    assert "its dates run from 2025-02-02 to 2025-03-28 (30 dated)" in said
     undated = _export(tmp_path / "undated.csv", [["C1", "", "a question", "Sales"]])
     assert invoke("index", undated, "--model", tiny_model, "--index", tmp_path / "bare").exit_code == 0
     result = invoke("search", "question", "--index", tmp_path / "bare", "--since", "2025-01-01")

@@ -276,7 +276,7 @@ def test_metadata_filters_roles_and_renamed_sources(database_url):
         assert store.category_counts() == {"Billing": 2, "Sales": 1}
         assert store.metadata_values("team") == {"Billing": 2, "Sales": 1}
         assert store.metadata_keys() == {"team", "n"}
-        assert store.dated_count() == 0
+        assert store.date_span() == (0, None, None)
         assert store.rename_source("/a/w1.csv", "/a/w2.csv") == 4
         assert store.counts_by_source() == {"/a/w2.csv": 4}
         store.remember("date_order", "dmy")
