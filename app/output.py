@@ -13,7 +13,9 @@ from rich.text import Text
 
 from askalike.app.safe_text import printable
 
-stderr = Console(stderr=True)
+# a message is one line however long (a terminal wraps it itself; a log file keeps it whole,
+# where Rich would break it at 80 columns)
+stderr = Console(stderr=True, soft_wrap=True)
 
 
 def markup_safe(text: object) -> str:
