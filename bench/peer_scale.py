@@ -216,7 +216,10 @@ def main() -> None:
                 rows = one_round(system, args, scratch, queries, exact)
                 print(json.dumps([{k: v for k, v in r.items() if k != "found"} for r in rows]), flush=True)
                 rounds += rows
-    write_section("scale-peer", "Scale: askalike against sentence-transformers + FAISS and txtai",
+    # a section per size and model, so that a run at another size keeps the others
+    write_section(f"scale-peer-{args.size}-{Path(args.model).name}",
+                  f"Scale: askalike against sentence-transformers + FAISS and txtai "
+                  f"({args.size:,} texts, {Path(args.model).name})",
                   f"python -m bench.peer_scale --size {args.size} --model {args.model} "
                   f"--types {' '.join(args.types)} --rounds {args.rounds}"
                   + (" --peer-python ~/.cache/askalike/txtai-venv/bin/python" if args.peer_python else ""),
