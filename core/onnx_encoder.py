@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Sequence
+import os
+import queue
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -79,24 +83,36 @@ def pretrained_tokenizer(name: str) -> Tokenize:
     return SubwordTokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH)
 
 
+def _session(model_file: Path, threads: int | None) -> Any:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    try:
+        return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # ONNX Runtime raises its own exception types for a damaged file
+        raise ModelError(f"{model_file}: cannot load the ONNX model ({err})") from None
+
+
 class OnnxEncoder(BatchedEncoder):
+    """A transformer's ONNX export. One batch (a query) runs on one session at ``threads``
+    threads; many batches (an index run, an evaluation) run on one single-threaded session a
+    core, in parallel: a session of several threads keeps them poorly busy on batches of 8 (on
+    2 cores, models/accurate 197 sentences/s at batch 256 and 196 at batch 1, against 188 and
+    178 on one session of 2 threads: bench/encoding.py, 2026-11-27). A batch's vectors are the
+    same either way: each is computed whole by one session, in fp32."""
+
     # small batches keep each MatMul's operands in cache: on 2 cores all-MiniLM-L6-v2 encodes
     # about 1.75x the sentences/s at 8 texts a batch than at 256 (bench/runtime.py)
     max_batch = 8
 
     def __init__(self, kind: str, model_file: Path, tokenize: Tokenize, threads: int | None) -> None:
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads is not None:
-            options.intra_op_num_threads = threads
-        try:
-            self.session = onnxruntime.InferenceSession(str(model_file), options,
-                                                        providers=["CPUExecutionProvider"])
-        except Exception as err:  # ONNX Runtime raises its own exception types for a damaged file
-            raise ModelError(f"{model_file}: cannot load the ONNX model ({err})") from None
-        self.kind, self.tokenize = kind, tokenize
+        self.session = _session(model_file, threads)
+        self.model_file, self.kind, self.tokenize = model_file, kind, tokenize
+        self.cores = threads or os.cpu_count() or 1  # single-threaded sessions for many batches
+        self._parallel: queue.SimpleQueue[Any] | None = None  # made on the first run of many
         self.input_names = [node.name for node in self.session.get_inputs()]
         self.dim = int(self.session.get_outputs()[0].shape[-1])
 
@@ -112,6 +128,32 @@ class OnnxEncoder(BatchedEncoder):
         return self.tokenize.knows_words(text)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._run(self.session, texts)
+
+    def embed_batches(self, batches: Iterable[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Each batch's vectors, in order: one batch on the main session, many spread over one
+        single-threaded session a core (ONNX Runtime and the tokenizer release the GIL)."""
+        batches = iter(batches)
+        first = list(itertools.islice(batches, 2))
+        if len(first) < 2 or self.cores < 2:
+            return map(self.embed_batch, itertools.chain(first, batches))
+        if self._parallel is None:
+            self._parallel = queue.SimpleQueue()
+            for _ in range(self.cores):
+                self._parallel.put(_session(self.model_file, 1))
+        sessions = self._parallel
+
+        def run(texts: Sequence[str]) -> np.ndarray:
+            session = sessions.get()  # as many sessions as threads: one is always free
+            try:
+                return self._run(session, texts)
+            finally:
+                sessions.put(session)
+
+        with ThreadPoolExecutor(self.cores) as pool:
+            return iter(list(pool.map(run, itertools.chain(first, batches))))
+
+    def _run(self, session: Any, texts: Sequence[str]) -> np.ndarray:
         arrays = self.tokenize(texts)
-        return self.session.run(None, {name: arrays[name] for name in self.input_names})[0]
+        return session.run(None, {name: arrays[name] for name in self.input_names})[0]
 
