@@ -72,9 +72,9 @@ class Search:
 
 def describe_filters(filters: SearchFilters, source_labels: Mapping[str, str]) -> str:
     """The filters in one line for the status bar (the key that clears them first: many filters
-    are cut at the end); empty when there are none. A source is named
-    once, as the results name it (``filters.sources`` also holds each one's absolute path, the
-    other name it may be stored under)."""
+    are cut at the end); empty when there are none. A source is named once, as the results name
+    it (``filters.sources`` also holds each one's absolute path, the other name it may be stored
+    under)."""
     stored = [source_labels[name] for name in filters.sources if name in source_labels]
     sources = dict.fromkeys(stored or filters.sources[:1])
     parts = [*(f"source {name}" for name in sources),

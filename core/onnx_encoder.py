@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import queue
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -113,6 +114,7 @@ class OnnxEncoder(BatchedEncoder):
         self.model_file, self.kind, self.tokenize = model_file, kind, tokenize
         self.cores = threads or os.cpu_count() or 1  # single-threaded sessions for many batches
         self._parallel: queue.SimpleQueue[Any] | None = None  # made on the first run of many
+        self._making = threading.Lock()
         self.input_names = [node.name for node in self.session.get_inputs()]
         self.dim = int(self.session.get_outputs()[0].shape[-1])
 
@@ -137,10 +139,12 @@ class OnnxEncoder(BatchedEncoder):
         first = list(itertools.islice(batches, 2))
         if len(first) < 2 or self.cores < 2:
             return map(self.embed_batch, itertools.chain(first, batches))
-        if self._parallel is None:
-            self._parallel = queue.SimpleQueue()
-            for _ in range(self.cores):
-                self._parallel.put(_session(self.model_file, 1))
+        with self._making:
+            if self._parallel is None:
+                made: queue.SimpleQueue[Any] = queue.SimpleQueue()
+                for _ in range(self.cores):
+                    made.put(_session(self.model_file, 1))
+                self._parallel = made
         sessions = self._parallel
 
         def run(texts: Sequence[str]) -> np.ndarray:

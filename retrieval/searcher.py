@@ -35,7 +35,7 @@ from askalike.core.model_dir import (
 from askalike.core.similarity import require_text
 from askalike.core.sorted_ids import find_sorted
 from askalike.indexer.directory import OpenIndex, model_for_index, open_index
-from askalike.indexer.index_types import named_index_type
+from askalike.indexer.index_types import SEARCH_OPTIONS, named_index_type
 from askalike.indexer.manifest import load_lexical
 from askalike.indexer.source_identity import source_labels
 from askalike.indexer.store import IndexReading, StoredQuestion, source_named
@@ -123,10 +123,6 @@ def where_filters(texts: Iterable[str], option: str = WHERE_OPTION) -> tuple[tup
     return tuple(where_filter(text, option) for text in texts)
 
 
-# each search setting (a field of SearchSettings and the manifest parameter it overrides): its option
-_OPTIONS = {"ef_search": "--ef-search", "probes": "--nprobe", "k_factor": "--k-factor"}
-
-
 @dataclass(frozen=True)
 class SearchSettings:
     """Search-time settings of an approximate index; None keeps the one the build chose for the
@@ -146,12 +142,12 @@ class SearchSettings:
         no use for, or one out of range."""
         parameters = dict(recorded)
         usable = [key for key in named_index_type(index_type).search_settings if key in recorded]
-        for key, option in _OPTIONS.items():
+        for key, option in SEARCH_OPTIONS.items():  # a field of SearchSettings each
             value = getattr(self, key)
             if value is None:
                 continue
             if key not in usable:
-                has = ", ".join(other for other_key, other in _OPTIONS.items() if other_key in usable)
+                has = ", ".join(other for other_key, other in SEARCH_OPTIONS.items() if other_key in usable)
                 raise SearchError(f"{option} does not apply to this {index_type} index "
                                   + (f"(its settings: {has})" if has else "(it has no search settings)"))
             if value < 1:

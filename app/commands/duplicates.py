@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -27,7 +27,7 @@ from askalike.indexer.choices import DEFAULT_INDEX_DIR
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from askalike.retrieval.collection_duplicates import DuplicateGroup
+    from askalike.retrieval.collection_duplicates import DuplicateGroup, GroupMember
 
 CSV_COLUMNS = ("group", "size", "position", "id", "source", "subject", "date", "match")
 
@@ -44,6 +44,12 @@ class OutputFormatError(UserError):
     """An --out file whose format the options do not say."""
 
 
+def _metadata_columns(members: Iterable[GroupMember]) -> list[str]:
+    """The metadata columns the members show (``as_json``: a thread's comments left out), beyond
+    the standard ones, sorted."""
+    return sorted({key for member in members for key in member.as_json()["metadata"]} - set(CSV_COLUMNS))
+
+
 def _csv_text(groups: list[DuplicateGroup]) -> str:
     """One row per question: its group's number and size, its place in the group (1: the most
     central), and the question, through ``SpreadsheetWriter``: control characters in the stored
@@ -51,8 +57,7 @@ def _csv_text(groups: list[DuplicateGroup]) -> str:
     spreadsheet would run as a formula prefixed with ``'``."""
     buffer = io.StringIO()
     writer = SpreadsheetWriter(buffer)
-    extra = sorted({key for group in groups for member in group.members
-                    for key in member.as_json()["metadata"]} - set(CSV_COLUMNS))
+    extra = _metadata_columns(member for group in groups for member in group.members)
     writer.row([*CSV_COLUMNS, *extra])  # then every metadata column the questions have
     for number, group in enumerate(groups, start=1):
         for position, member in enumerate(group.members, start=1):
@@ -72,7 +77,7 @@ def _group_table(number: int, group: DuplicateGroup, source_labels: Mapping[str,
 
     questions = [member.question for member in group.members]
     dated = any(question.date for question in questions)  # a date column only where one is known
-    extra = sorted({key for question in questions for key in question.metadata} - set(CSV_COLUMNS))
+    extra = _metadata_columns(group.members)
     table = Table(title=plain(f"group {number}: {len(group.members)} questions"), title_justify="left")
     table.add_column("match", justify="right", no_wrap=True)
     table.add_column("id", no_wrap=True, overflow="fold")
