@@ -501,6 +501,9 @@ def main() -> None:
     parser.add_argument("--peer-modes", nargs="+", default=["dense", "hybrid"], choices=["dense", "hybrid"],
                         help="txtai's: dense, and hybrid (its BM25 index beside the dense one)")
     parser.add_argument("--no-report", action="store_true", help="print the table, leave docs/benchmarks.md")
+    parser.add_argument("--section", help="the report's section in docs/benchmarks.md (default: "
+                                          "serve-QUESTIONS; another name keeps that one)")
+    parser.add_argument("--title", default="", help="what the section's title adds (e.g. which code ran)")
     args = parser.parse_args()
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -542,13 +545,14 @@ def main() -> None:
     print("\n".join(checks))
     if args.no_report:
         return
-    write_section(f"serve-{args.questions}",
-                  f"Serving: searches under load (askalike serve, {args.questions:,} questions)",
+    write_section(args.section or f"serve-{args.questions}",
+                  f"Serving: searches under load (askalike serve, {args.questions:,} questions){args.title}",
                   command_line(args), report_body(args, plan, table, checks, load_before))
 
 
 def command_line(args: argparse.Namespace) -> str:
-    return (f"python -m bench.serve --questions {args.questions} "
+    section = f" --section {args.section} --title '{args.title}'" if args.section else ""
+    return (f"python -m bench.serve --questions {args.questions}{section} "
             f"--clients {' '.join(map(str, args.clients))} "
             f"--seconds {args.seconds:g} --writes {args.writes} --write-batch {args.write_batch} "
             f"--models {' '.join(args.models)} --workers {' '.join(map(str, args.workers))} "

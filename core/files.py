@@ -72,3 +72,31 @@ def files_sha256(paths: Iterable[Path]) -> str:
 
 def file_sha256(path: Path) -> str:
     return files_sha256([path])
+
+
+FileIdentity = tuple[int, int, int, int, int]  # device, inode, size, modification and change time
+
+
+def _identity(path: Path) -> FileIdentity:
+    status = os.stat(path)
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+_written_digests: dict[Path, tuple[FileIdentity, str]] = {}
+
+
+def remember_sha256(path: Path, digest: str) -> None:
+    """Note the sha256 of a file this process has just written (and renamed into place), so
+    that ``known_sha256`` need not read it again while it is unchanged."""
+    _written_digests[path.resolve()] = (_identity(path), digest)
+
+
+def known_sha256(path: Path) -> str:
+    """The sha256 of ``path``: remembered where this process wrote the file and it is still the
+    same file, unchanged since (device, inode, size, modification and change times), else read.
+    A server that writes a 100,000-question index then opens it verified without hashing its
+    170 MB again; a file replaced or altered by anyone is hashed."""
+    remembered = _written_digests.get(path.resolve())
+    if remembered is not None and remembered[0] == _identity(path):
+        return remembered[1]
+    return file_sha256(path)

@@ -108,6 +108,10 @@ class LexicalIndex:
                             np.insert(self.posting_docs, ends, new_docs),
                             np.insert(self.posting_counts, ends, new_counts))
 
+    def prepare(self) -> None:
+        """Compute what every search needs and keeps (``_posting_weights``) now, not on the first."""
+        _ = self._posting_weights
+
     @cached_property
     def _posting_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(position in ``doc_ids``, BM25 term-frequency part) of every posting, computed once

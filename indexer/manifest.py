@@ -11,7 +11,7 @@ from typing import Any
 
 import faiss
 
-from askalike.core.files import file_sha256, write_text_atomically
+from askalike.core.files import known_sha256, write_text_atomically
 from askalike.core.lexical import LexicalIndex
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.layout import (
@@ -95,7 +95,8 @@ def read_manifest(index_dir: Path) -> Manifest | None:
 
 def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     """The path of a file the manifest names, once its size and sha256 match the manifest's
-    (every open: a damaged file is never searched or extended)."""
+    (every open: a damaged file is never searched or extended; one this process wrote and nobody
+    has touched since is not read again, ``files.known_sha256``)."""
     path = index_dir / name
     hint = REPAIR_HINT.format(dir=index_dir)
     if not path.is_file():
@@ -104,7 +105,7 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
         raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
                                   f"{size} (truncated or damaged, so its checksum cannot "
                                   f"match); rebuild it with `{hint}`")
-    if file_sha256(path) != sha256:
+    if known_sha256(path) != sha256:
         raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
                                   f"(damaged on disk); rebuild it from the database with `{hint}`")
     return path

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import faiss
 
-from askalike.core.files import atomic_write, file_sha256
+from askalike.core.files import atomic_write, file_sha256, remember_sha256
 from askalike.core.lexical import LexicalIndex
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.database import masked_url
@@ -136,13 +136,15 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     lexical_name = lexical_file_name(generation)
     with atomic_write(index_dir / lexical_name) as temporary:
         lexical.write(temporary)
+    lexical_digest = file_sha256(index_dir / lexical_name)
+    remember_sha256(index_dir / lexical_name, lexical_digest)
     named = database_entry(index_dir, database, masked_url(database))
     manifest = Manifest(encoder=encoder, database=named,
                         index_type=index_type,
                         parameters=parameters, count=int(index.ntotal), generation=generation,
                         faiss_file=name, faiss_sha256=digest,
                         faiss_bytes=(index_dir / name).stat().st_size,
-                        lexical_file=lexical_name, lexical_sha256=file_sha256(index_dir / lexical_name),
+                        lexical_file=lexical_name, lexical_sha256=lexical_digest,
                         lexical_bytes=(index_dir / lexical_name).stat().st_size)
     write_manifest(index_dir, manifest)
     _last_written = _Written(index_dir.resolve(), digest, index)

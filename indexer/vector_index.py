@@ -8,6 +8,7 @@ Files are written under a temporary name, synced and renamed.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from askalike.core.files import OutputError, atomic_write, file_sha256
+from askalike.core.files import OutputError, atomic_write, remember_sha256
 from askalike.core.sorted_ids import find_sorted
 from askalike.indexer.index_types import IndexBuildError, named_index_type
 
@@ -176,11 +177,17 @@ def cosine_error(index: faiss.Index) -> float:
 
 
 def write_index(index: faiss.Index, path: Path) -> str:
-    """Write ``index`` to ``path`` atomically (temporary file, fsync, rename); its sha256."""
+    """Write ``index`` to ``path`` atomically (temporary file, fsync, rename); its sha256,
+    computed from the bytes as they are written (``files.remember_sha256``)."""
+    digest = hashlib.sha256()
+
+    def written(chunk: bytes) -> None:
+        digest.update(chunk)
+        handle.write(chunk)
+
     try:
-        with atomic_write(path) as temporary:
-            faiss.write_index(index, str(temporary))
-            digest = file_sha256(temporary)
+        with atomic_write(path) as temporary, open(temporary, "wb") as handle:
+            faiss.write_index(index, faiss.PyCallbackIOWriter(written))
     except (RuntimeError, OutputError) as err:
         # FAISS reports a failed write (a full disk, a file size limit) as a RuntimeError
         # whose last parenthesis holds the system's reason
@@ -188,7 +195,8 @@ def write_index(index: faiss.Index, path: Path) -> str:
         raise IndexBuildError(f"{path}: cannot write the index file ({reason[-1]}); the previous "
                               "index is kept and the database holds every committed question: free "
                               "some space and run the same command again") from None
-    return digest
+    remember_sha256(path, digest.hexdigest())
+    return digest.hexdigest()
 
 
 def read_index(path: Path, mapped: bool = False) -> faiss.Index:

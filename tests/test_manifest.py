@@ -6,12 +6,14 @@ survives a move of the directory, and one writer holds the lock."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import faiss
 import numpy as np
 import pytest
 
+from askalike.core.files import known_sha256, remember_sha256
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.layout import (
     MANIFEST_FILE,
@@ -100,3 +102,22 @@ def test_one_writer_holds_the_lock_and_the_id_is_made_once(tmp_path):
     with index_lock(tmp_path):  # released
         pass
     assert ensure_index_id(tmp_path) == ensure_index_id(tmp_path)
+
+
+def test_a_file_this_process_wrote_is_verified_without_reading_it_again(tmp_path, monkeypatch):
+    """A server opens the file it has just written after each write: its checksum is the one
+    computed while writing, for as long as the file is the same, unchanged file."""
+    manifest = _manifest_with_index(tmp_path)
+    path = tmp_path / manifest.faiss_file
+    reads = []
+    monkeypatch.setattr("askalike.core.files.file_sha256", lambda p: reads.append(p) or "read")
+    assert load_faiss(tmp_path, manifest).ntotal == DIM and reads == []
+    replaced = path.with_name("copy")
+    replaced.write_bytes(path.read_bytes())
+    replaced.replace(path)  # the same bytes, but another file
+    assert known_sha256(path) == "read" and reads == [path]
+    remember_sha256(path, manifest.faiss_sha256)
+    before = path.stat()
+    path.write_bytes(path.read_bytes())  # changed in place: a later modification time
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+    assert known_sha256(path) == "read"

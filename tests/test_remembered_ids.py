@@ -5,7 +5,9 @@ deleted after it opened is never shown, and a search still returns k hits."""
 from __future__ import annotations
 
 import pytest
+from helpers import own_database
 
+from askalike.indexer.store import Store
 from askalike.indexer.upsert import delete_question
 from askalike.retrieval.fusion import SearchMode
 from askalike.retrieval.searcher import Searcher
@@ -35,3 +37,30 @@ def test_more_like_skips_a_question_deleted_after_opening(built):
         assert delete_question(index_dir, gone.external_id) == 1
         after = remembering.more_like(question.id, 5)
     assert gone.row_id not in [hit.row_id for hit in after] and len(after) == 5
+
+
+def test_the_ids_remembered_at_opening_come_from_the_faiss_file_while_it_is_current(built, monkeypatch):
+    """At the manifest's generation the FAISS file holds exactly the stored ids, so a server's
+    searcher, reopened after each write, reads them there, not row by row from the database."""
+    index_dir, _ = built
+    with Searcher(index_dir) as asking:
+        expected = asking.search(QUERY, 5)
+    monkeypatch.setattr(Store, "ids", lambda _: pytest.fail("every stored id read from the database"))
+    with Searcher(index_dir, remember_stored=True) as remembering:
+        assert [hit.row_id for hit in remembering.search(QUERY, 5)] == [hit.row_id for hit in expected]
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_a_database_ahead_of_the_files_is_remembered_as_stored(built, mode):
+    """A run that committed deletes but was stopped before its files: the FAISS file still holds
+    the deleted ids, so the searcher remembers the database's and shows none of them."""
+    index_dir, _ = built
+    with Searcher(index_dir) as asking:
+        gone = [hit.row_id for hit in asking.search(QUERY, 3, mode=mode)]
+    with Store(own_database(index_dir)) as store:
+        store.delete(gone)
+    with Searcher(index_dir, remember_stored=True) as remembering, Searcher(index_dir) as asking:
+        after = remembering.search(QUERY, 5, mode=mode)
+        assert not set(gone) & {hit.row_id for hit in after} and len(after) == 5
+        assert remembering._stored_at_open is not None  # no deleted row met: the database's ids
+        assert [hit.row_id for hit in after] == [hit.row_id for hit in asking.search(QUERY, 5, mode=mode)]

@@ -125,6 +125,42 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
     assert len(opened) == 4 and caplog.text.count("cannot open the index's new state") == 3
 
 
+def test_searches_during_a_write_in_this_process_answer_from_the_state_before(built):
+    """The writer opens its new state; a search meanwhile never opens it (and so never waits for
+    files still being written): it answers at once from the state before."""
+    from askalike.retrieval.live import LiveSearcher
+    from askalike.retrieval.searcher import Searcher
+
+    index_dir = built[0]
+    opened: list[str] = []
+
+    def open_searcher(encoder):
+        opened.append(threading.current_thread().name)
+        return Searcher(index_dir, encoder=encoder)
+
+    live = LiveSearcher(index_dir, open_searcher)
+    with live.searching() as first:
+        pass
+    seen: list[object] = []
+
+    def search() -> None:
+        with live.searching() as searcher:
+            seen.append(searcher)
+            assert searcher.search("visa", 3)
+
+    manifest = index_dir / "manifest.json"
+    with live.committing():
+        manifest.write_bytes(manifest.read_bytes() + b"\n")  # the write's new state
+        assert live.ready_now()
+        searching = threading.Thread(target=search, name="search")
+        searching.start()
+        searching.join()
+    assert seen == [first] and opened == ["MainThread", "MainThread"]
+    search()
+    assert seen[-1] is not first and len(opened) == 2
+    live.close()
+
+
 @pytest.mark.reliability("a server starts loading while a write commits: it reads the manifest just "
                          "before the writer replaces it and removes the files it named",
                          "the server opens the new state and answers; a state that fails to open "
@@ -146,7 +182,7 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
         return read_lexical(directory, manifest)
 
     monkeypatch.setattr(askalike.indexer.directory, "load_lexical", caught_mid_write)
-    searcher = Searcher(index_dir, lexical_now=True)
+    searcher = Searcher(index_dir, prepared=True)
     assert len(reads) == 2 and reads[0] != reads[1] and searcher.count == 201
     assert searcher.search("penguins", 1, mode=SearchMode.lexical)[0].external_id == "m1"
     searcher.close()
@@ -154,4 +190,4 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
     damaged = index_dir / reads[1]
     damaged.write_bytes(damaged.read_bytes()[:-1])
     with pytest.raises(IndexDirectoryError, match="lexical"):
-        Searcher(index_dir, lexical_now=True)
+        Searcher(index_dir, prepared=True)

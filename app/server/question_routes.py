@@ -16,7 +16,7 @@ from askalike.app.server.parameters import DATE_FORMAT, IdSource, QuestionId, Wr
 from askalike.app.server.settings import Limits
 from askalike.core.dates import DateOrder
 from askalike.indexer.sources import normalize_id
-from askalike.indexer.upsert import API_SOURCE
+from askalike.indexer.upsert import API_SOURCE, UpsertReport
 
 if TYPE_CHECKING:
     from askalike.app.server.api import ServedIndex
@@ -41,12 +41,14 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     if date_format is not None:
         reading = replace(reading, date_order=date_format)
     questions, warnings = validated_questions(records, reading, DATE_FORMAT)
-    with loaded.write_lock:
-        report = upsert_questions(live.index_dir, questions, encoder, identity, source,
-                                  loaded.settings.database, limits.lock_wait_s,
-                                  commit_guard=lambda changes_text: live.exclusive() if changes_text
-                                  else nullcontext())
-        live.refresh(wait=True)
+
+    def commit() -> UpsertReport:
+        with live.committing():
+            return upsert_questions(live.index_dir, questions, encoder, identity, source,
+                                    loaded.settings.database, limits.lock_wait_s,
+                                    commit_guard=lambda changes_text: live.exclusive() if changes_text
+                                    else nullcontext())
+    report = loaded.write(commit)
     report.warnings = warnings
     return report.as_json()
 
@@ -101,10 +103,12 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         live = loaded.require()
         with live.searching() as searcher:
             external_id = stored_question(searcher, id, source).external_id
-        with loaded.write_lock:
-            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                      limits.lock_wait_s)
-            live.refresh(wait=True)
+
+        def commit() -> int:
+            with live.committing():
+                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                       limits.lock_wait_s)
+        deleted = loaded.write(commit)
         return {"deleted": deleted}
 
     return routes
