@@ -4,6 +4,8 @@ as soon as it is made, also one made by `askalike index` or by another server.""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 import httpx
@@ -191,3 +193,23 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
     damaged.write_bytes(damaged.read_bytes()[:-1])
     with pytest.raises(IndexDirectoryError, match="lexical"):
         Searcher(index_dir, prepared=True)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's CPU priority is set on Linux only")
+def test_writes_run_one_at_a_time_at_a_lower_cpu_priority_than_searches(tmp_path):
+    from askalike.app.server.api import WRITE_NICENESS, ServedIndex
+    from askalike.app.server.settings import ServerSettings
+
+    served = ServedIndex(ServerSettings(index_dir=str(tmp_path)))
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def niceness() -> tuple[str, int]:
+        return (threading.current_thread().name,
+                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    name, writing = served.write(niceness)
+    assert name.startswith("askalike-write") and writing == min(19, own + WRITE_NICENESS)
+    assert served.write(niceness)[0] == name  # one writer thread: writes take turns
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+    with pytest.raises(ValueError, match="a write's own error"):
+        served.write(lambda: (_ for _ in ()).throw(ValueError("a write's own error")))

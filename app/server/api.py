@@ -51,7 +51,8 @@ PAGE = "page.html"
 # spread over the cores would only compete with the others (``askalike serve`` sets OpenMP's and
 # BLAS's to one as well)
 SEARCH_THREADS = 1
-WRITE_NICENESS = 10  # the writer thread's (0 normal, 19 lowest): see _lower_priority
+WRITE_NICENESS = 10  # what the writer thread adds to the process's niceness: see _lower_priority
+MAX_NICENESS = 19  # the lowest CPU priority Linux has
 T = TypeVar("T")
 
 
@@ -59,8 +60,14 @@ def _lower_priority() -> None:
     """Searches first: where the cores are busy, the searches people wait on get them before a
     write's embedding and file writing (which then take longer). Linux sets a thread's niceness
     by its id; elsewhere that would lower the whole process, so nothing changes there."""
-    if sys.platform == "linux":
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITE_NICENESS)
+    if sys.platform != "linux":
+        return
+    thread = threading.get_native_id()
+    try:  # raising one's niceness needs no privilege; a sandbox may still refuse it
+        os.setpriority(os.PRIO_PROCESS, thread,
+                       min(MAX_NICENESS, os.getpriority(os.PRIO_PROCESS, thread) + WRITE_NICENESS))
+    except OSError as err:
+        log.warning("askalike serve: writes run at the searches' CPU priority (%s)", err)
 
 
 class ServedIndex:

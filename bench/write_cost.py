@@ -1,0 +1,127 @@
+"""What one write through `askalike serve` costs at 100,000 questions, with nothing else running:
+its latency, the CPU seconds the server spends on it (its embedding, commit, files and the
+opening of the new state; read from /proc, all the server's threads) and a search's latency just
+after it (the first on the new state).
+
+    python -m bench.write_cost [--questions 100000] [--writes 20] [--write-batch 100]
+                               [--models models/fast] [--section NAME --title TEXT]
+
+The indexes are bench/serve.py's (built once under ~/.cache/askalike/bench-serve, each run on a
+copy); one server process (1 worker) under ``bench.harness.thread_env(1)``, as bench/serve.py
+runs them. The first write is reported apart: it reads the FAISS file that later writes extend
+from memory. Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench.harness import load_average, markdown_table, real_questions, write_section
+from bench.serve import (
+    CACHE,
+    KEY,
+    QUERY_CHARS,
+    batches,
+    cached_index,
+    collection_file,
+    free_port,
+    process,
+    wait_until_up,
+)
+
+HEADER = ("model", "writes", "first write ms", "first write CPU s", "write ms (median)",
+          "write CPU s (median)", "write CPU s (max)", "search after a write ms (median)",
+          "search after a write ms (max)", "load avg 1 min")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(model: str, source: Path, texts: list[str], queries: list[str], args: argparse.Namespace,
+            work: Path) -> list[object]:
+    served = work / f"{Path(model).name}-index"
+    shutil.copytree(cached_index(model, source, args.questions, "hnsw"), served)
+    (work / "keys").write_text(KEY + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    load = load_average()
+    with ExitStack() as stack:
+        log = work / "server.log"
+        child = stack.enter_context(process(
+            [sys.executable, "-m", "askalike.app", "serve", "--index", str(served), "--port", str(port),
+             "--api-keys", str(work / "keys"), "--workers", "1"], log, {"ASKALIKE_API_KEYS": ""}))
+        wait_until_up(f"{url}/ready", child, log)
+        client = stack.enter_context(httpx.Client(base_url=url, timeout=600,
+                                                  headers={"Authorization": f"Bearer {KEY}"}))
+        for query in queries[:20]:  # warm: the first searches load what searches keep
+            client.get("/search", params={"q": query, "k": 10})
+        latencies, cpu, after = [], [], []
+        for number, batch in enumerate(batches(texts, "w", args.write_batch)):
+            before, started = cpu_seconds(child.pid), time.perf_counter()
+            answer = client.post("/questions", json=batch)
+            latencies.append((time.perf_counter() - started) * 1000)
+            answer.raise_for_status()
+            time.sleep(0.2)  # let what the write left behind finish before the CPU is read
+            cpu.append(cpu_seconds(child.pid) - before)
+            started = time.perf_counter()
+            client.get("/search", params={"q": queries[number % len(queries)], "k": 10}).raise_for_status()
+            after.append((time.perf_counter() - started) * 1000)
+        count = client.get("/ready").json()["questions"]
+    expected = args.questions + len(texts)
+    if count != expected:
+        raise SystemExit(f"{model}: {count} questions after the writes, {expected} expected")
+    rest_ms, rest_cpu = np.array(latencies[1:]), np.array(cpu[1:])
+    return [model, len(latencies), f"{latencies[0]:.0f}", f"{cpu[0]:.2f}", f"{np.median(rest_ms):.0f}",
+            f"{np.median(rest_cpu):.2f}", f"{rest_cpu.max():.2f}", f"{np.median(after):.1f}",
+            f"{max(after):.1f}", f"{load:.2f}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=100_000)
+    parser.add_argument("--writes", type=int, default=20, help="write requests (batches)")
+    parser.add_argument("--write-batch", type=int, default=100)
+    parser.add_argument("--models", nargs="+", default=["models/fast"])
+    parser.add_argument("--section", default="write-cost", help="the report's section in docs/benchmarks.md")
+    parser.add_argument("--title", default="", help="what the section's title adds (e.g. which code ran)")
+    parser.add_argument("--no-report", action="store_true", help="print the table, leave docs/benchmarks.md")
+    args = parser.parse_args()
+    texts = real_questions(args.questions + 500 + args.writes * args.write_batch)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    source = collection_file(texts[:args.questions], CACHE / f"questions-{args.questions}.jsonl")
+    queries = [text[:QUERY_CHARS] for text in texts[args.questions:args.questions + 500]]
+    to_write = texts[args.questions + 500:]
+    rows = []
+    for model in args.models:
+        with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+            rows.append(measure(model, source, to_write, queries, args, Path(scratch)))
+    table = markdown_table(HEADER, rows)
+    print(table)
+    if args.no_report:
+        return
+    body = (f"{args.questions:,} real questions (hnsw), one `askalike serve` process (1 worker, one "
+            f"compute thread), nothing else running: {args.writes} POSTs of {args.write_batch} new "
+            "questions one after another, each followed by one search (k=10). \"CPU s\" is the "
+            "server's user + system time over the write and the 0.2 s after it; the first write is "
+            "apart (it reads the FAISS file that the later writes extend from memory).\n\n" + table)
+    write_section(args.section, f"Write cost (askalike serve, {args.questions:,} questions){args.title}",
+                  f"python -m bench.write_cost --questions {args.questions} --writes {args.writes} "
+                  f"--write-batch {args.write_batch} --models {' '.join(args.models)}"
+                  + (f" --section {args.section} --title '{args.title}'" if args.title else ""), body)
+
+
+if __name__ == "__main__":
+    main()
