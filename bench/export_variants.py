@@ -5,7 +5,7 @@ cosine to the fp32 graph, its sentences/s and its STSb and CQA figures against t
 The choice is made on the dev splits only (STSb dev within 0.005 and CQA dev 2016 within 0.3 MAP
 of the fp32 graph, then the fastest); the test splits are printed for the record. These
 variants quantise activations per batch, which made vectors depend on their batch mates; the
-shipped export (format 4) keeps int8 weights only (docs/results.md, "Why not int8 activations").
+shipped export keeps int8 weights only (docs/results.md, "Why not int8 activations").
 """
 
 from __future__ import annotations
