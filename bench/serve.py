@@ -46,6 +46,7 @@ import argparse
 import http.client
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -551,7 +552,7 @@ def main() -> None:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    section = f" --section {args.section} --title '{args.title}'" if args.section else ""
+    section = f" --section {args.section} --title {shlex.quote(args.title)}" if args.section else ""
     return (f"python -m bench.serve --questions {args.questions}{section} "
             f"--clients {' '.join(map(str, args.clients))} "
             f"--seconds {args.seconds:g} --writes {args.writes} --write-batch {args.write_batch} "

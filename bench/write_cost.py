@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from bench.serve import (
     wait_until_up,
 )
 
+SECTION = "write-cost"
 HEADER = ("model", "writes", "first write ms", "first write CPU s", "write ms (median)",
           "write CPU s (median)", "write CPU s (max)", "search after a write ms (median)",
           "search after a write ms (max)", "load avg 1 min")
@@ -92,13 +94,15 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=100_000)
-    parser.add_argument("--writes", type=int, default=20, help="write requests (batches)")
+    parser.add_argument("--writes", type=int, default=20, help="write requests (batches), at least 2")
     parser.add_argument("--write-batch", type=int, default=100)
     parser.add_argument("--models", nargs="+", default=["models/fast"])
-    parser.add_argument("--section", default="write-cost", help="the report's section in docs/benchmarks.md")
+    parser.add_argument("--section", default=SECTION, help="the report's section in docs/benchmarks.md")
     parser.add_argument("--title", default="", help="what the section's title adds (e.g. which code ran)")
     parser.add_argument("--no-report", action="store_true", help="print the table, leave docs/benchmarks.md")
     args = parser.parse_args()
+    if args.writes < 2:
+        parser.error("--writes: at least 2 (the first is reported apart from the others)")
     texts = real_questions(args.questions + 500 + args.writes * args.write_batch)
     CACHE.mkdir(parents=True, exist_ok=True)
     source = collection_file(texts[:args.questions], CACHE / f"questions-{args.questions}.jsonl")
@@ -120,7 +124,8 @@ def main() -> None:
     write_section(args.section, f"Write cost (askalike serve, {args.questions:,} questions){args.title}",
                   f"python -m bench.write_cost --questions {args.questions} --writes {args.writes} "
                   f"--write-batch {args.write_batch} --models {' '.join(args.models)}"
-                  + (f" --section {args.section} --title '{args.title}'" if args.title else ""), body)
+                  + (f" --section {args.section} --title {shlex.quote(args.title)}"
+                     if args.section != SECTION or args.title else ""), body)
 
 
 if __name__ == "__main__":

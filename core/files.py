@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,12 +85,28 @@ def _identity(path: Path) -> FileIdentity:
 
 
 _written_digests: dict[Path, tuple[FileIdentity, str]] = {}
+_written_lock = threading.Lock()  # a process may write several indexes at once
+# the coarsest clock a file system stamps changes by (one kernel tick, 1 to 10 ms, before Linux's
+# fine-grained timestamps), with room to spare
+TIMESTAMP_RESOLUTION_NS = 20_000_000
 
 
 def remember_sha256(path: Path, digest: str) -> None:
     """Note the sha256 of a file this process has just written (and renamed into place), so
-    that ``known_sha256`` need not read it again while it is unchanged."""
-    _written_digests[path.resolve()] = (_identity(path), digest)
+    that ``known_sha256`` need not read it again while it is unchanged. Waits, as git does for a
+    "racily clean" file, until the file system's clock has moved past the file's last change:
+    a change within the same tick would leave its times as they were. Forgets the files of the
+    same directory that are gone (an index's earlier generations)."""
+    identity = _identity(path)
+    wait_ns = identity[4] + TIMESTAMP_RESOLUTION_NS - time.time_ns()
+    if wait_ns > 0:
+        time.sleep(wait_ns / 1e9)
+    key = path.resolve()
+    with _written_lock:
+        gone = [known for known in _written_digests if known.parent == key.parent and not known.exists()]
+        for known in gone:
+            del _written_digests[known]
+        _written_digests[key] = (identity, digest)
 
 
 def known_sha256(path: Path) -> str:

@@ -131,7 +131,7 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
     new and changed texts are embedded by ``encoder`` (the index's, ``identity``), metadata-only
     edits keep their vectors; all are committed in one transaction, then the index files follow.
     ``commit_guard(changes_text)`` is held from the commit until the manifest is switched (a
-    searcher's ``exclusive`` where stored text changes)."""
+    server's ``LiveSearcher.committing``, exclusive where stored text changes)."""
     report = UpsertReport(ids=[q.external_id for q in questions])
     with writer_lock(index_dir, lock_wait_s):
         manifest = read_manifest(index_dir)

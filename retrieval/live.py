@@ -7,12 +7,12 @@ state, with the same encoder, and takes over. Searches already running finish on
 which is closed when the last of them is done. So a search sees a commit (by this process or
 another, such as an ``askalike index`` run) as soon as the manifest is switched.
 
-A write in this process holds ``committing()``: searches meanwhile answer from the state before,
-and the writer opens the new one before it answers (so its client's next search sees the write).
-One that changes stored text also holds ``exclusive()`` from its database commit until the new
-state is current: without it, a search between the two would read the new text of a question
-ranked by its old vector. Adding and deleting questions need no such pause: until the switch, a
-search ranks by the old files and skips ids no longer stored.
+A write in this process holds ``committing()`` from its database commit until its new state is
+open: searches meanwhile answer from the state before, and the writer opens the new one before it
+answers (so its client's next search sees the write). One that changes stored text holds it
+``exclusive``: no search runs meanwhile, else one between the two would read the new text of a
+question ranked by its old vector. Adding and deleting questions need no such pause: until the
+switch, a search ranks by the old files and skips ids no longer stored.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from askalike.core.encoder import Encoder
@@ -112,14 +112,19 @@ class LiveSearcher:
             self._reloading.release()
 
     @contextmanager
-    def committing(self) -> Iterator[None]:
-        """Held by a write in this process around its commit; opens the new state at the end.
-        Meanwhile no search opens it: each answers from the state before, instead of one search
-        waiting for the files the writer is still writing and then opening them (at 100,000
-        questions, a search that took a quarter of a second after every write)."""
-        with self._reloading:
-            yield
-            self._reopen()
+    def committing(self, exclusive: bool = False) -> Iterator[None]:
+        """Held by a write in this process from its database commit until its new state is
+        open, which it opens when the block ends (also when the block fails: the commit may have
+        switched the manifest). Meanwhile no search opens the new state: each answers at once
+        from the state before, instead of one search waiting for the files the writer is still
+        writing and then opening them (at 100,000 questions, a quarter of a second after every
+        write). ``exclusive`` (a write that changes stored text): no search of this process runs
+        until then, so that none shows new text ranked by the old vector."""
+        with self._reloading, self._states.writing() if exclusive else nullcontext():
+            try:
+                yield
+            finally:
+                self._reopen()
 
     def _reopen(self) -> None:
         """``refresh``'s work, by the thread holding ``_reloading``."""
@@ -167,16 +172,6 @@ class LiveSearcher:
                         retired = self._retired.pop(id(searcher), None)
                         if retired is not None:
                             retired.close()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        """No search runs in this process until the block ends and the new state is open
-        (within ``committing``)."""
-        with self._states.writing():
-            try:
-                yield
-            finally:
-                self._reopen()
 
     def close(self) -> None:
         with self._swap:

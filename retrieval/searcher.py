@@ -271,14 +271,15 @@ class Searcher:
             self.encoder = encoder or load_encoder(spec, threads)
             tuned = hybrid_dense_weight(spec)
             self.judge: Judge = model_judge(spec)
+            self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
+            self.default_mode = (default_mode(tuned) if self.index.manifest.lexical_file
+                                 else SearchMode.dense)
+            self._stored_at_open = self._stored_ids() if remember_stored else None
+            if prepared:
+                self._prepare()
         except BaseException:
             self.index.close()
             raise
-        self.dense_weight = UNTUNED_DENSE_WEIGHT if tuned is None else tuned
-        self.default_mode = default_mode(tuned) if self.index.manifest.lexical_file else SearchMode.dense
-        self._stored_at_open = self._stored_ids() if remember_stored else None
-        if prepared:
-            self._prepare()
 
     def _prepare(self) -> None:
         """Compute now what the first search would compute and keep."""

@@ -13,6 +13,7 @@ from helpers import ROOT, TEXTS, collection, imported_by, invoke, saved_model, w
 
 from askalike.core.devices import Device, DeviceError
 from askalike.core.loader import load_encoder
+from askalike.core.model_dir import ModelError
 from askalike.indexer.build import IndexOptions, index_sources
 from askalike.indexer.directory import open_index
 from askalike.retrieval.collection_duplicates import duplicate_groups
@@ -61,6 +62,18 @@ def test_the_torch_encoder_of_a_project_transformer_matches_its_export(tmp_path,
         (directory / "config.json").write_text(json.dumps(config))
     torch_vectors = TorchEncoder.of_model(directory, torch.device("cpu")).encode(TEXTS)
     assert cosines(torch_vectors, load_encoder(directory).encode(TEXTS)).min() >= 0.9999
+
+
+def test_an_export_of_an_older_askalike_is_refused_not_mirrored_wrongly(tmp_path):
+    """The torch encoder computes what the export computes: an export whose int8 layout this
+    askalike does not write (the embedding tables with one scale each, before 2026-11-27)
+    cannot be mirrored, so it asks for the export to be written anew."""
+    directory = saved_model(tmp_path / "model", "transformer")
+    config = json.loads((directory / "config.json").read_text())
+    config["inference"]["quantization"] = "int8-weights-fp32-compute"
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match=r"older askalike; run `askalike export .*model`"):
+        TorchEncoder.of_model(directory, torch.device("cpu"))
 
 
 @pytest.mark.slow  # an ONNX export: seconds

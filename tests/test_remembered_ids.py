@@ -51,7 +51,7 @@ def test_the_ids_remembered_at_opening_come_from_the_faiss_file_while_it_is_curr
 
 
 @pytest.mark.parametrize("mode", list(SearchMode))
-def test_a_database_ahead_of_the_files_is_remembered_as_stored(built, mode):
+def test_a_database_ahead_of_the_files_is_remembered_as_stored(built, mode, monkeypatch):
     """A run that committed deletes but was stopped before its files: the FAISS file still holds
     the deleted ids, so the searcher remembers the database's and shows none of them."""
     index_dir, _ = built
@@ -59,8 +59,11 @@ def test_a_database_ahead_of_the_files_is_remembered_as_stored(built, mode):
         gone = [hit.row_id for hit in asking.search(QUERY, 3, mode=mode)]
     with Store(own_database(index_dir)) as store:
         store.delete(gone)
-    with Searcher(index_dir, remember_stored=True) as remembering, Searcher(index_dir) as asking:
+    read = []
+    monkeypatch.setattr(Store, "ids", lambda store, ids=Store.ids: read.append(1) or ids(store))
+    with Searcher(index_dir, remember_stored=True) as remembering:
+        assert read == [1]  # the database's ids, not the FAISS file's
         after = remembering.search(QUERY, 5, mode=mode)
-        assert not set(gone) & {hit.row_id for hit in after} and len(after) == 5
-        assert remembering._stored_at_open is not None  # no deleted row met: the database's ids
+    assert not set(gone) & {hit.row_id for hit in after} and len(after) == 5
+    with Searcher(index_dir) as asking:
         assert [hit.row_id for hit in after] == [hit.row_id for hit in asking.search(QUERY, 5, mode=mode)]

@@ -4,9 +4,8 @@ as soon as it is made, also one made by `askalike index` or by another server.""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -129,7 +128,8 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
 
 def test_searches_during_a_write_in_this_process_answer_from_the_state_before(built):
     """The writer opens its new state; a search meanwhile never opens it (and so never waits for
-    files still being written): it answers at once from the state before."""
+    files still being written): it answers at once from the state before. A write that fails
+    after its commit still opens what it committed."""
     from askalike.retrieval.live import LiveSearcher
     from askalike.retrieval.searcher import Searcher
 
@@ -141,25 +141,25 @@ def test_searches_during_a_write_in_this_process_answer_from_the_state_before(bu
         return Searcher(index_dir, encoder=encoder)
 
     live = LiveSearcher(index_dir, open_searcher)
-    with live.searching() as first:
-        pass
-    seen: list[object] = []
 
-    def search() -> None:
+    def search() -> object:
         with live.searching() as searcher:
-            seen.append(searcher)
             assert searcher.search("visa", 3)
+            return searcher
 
+    first = search()
     manifest = index_dir / "manifest.json"
-    with live.committing():
+    with live.committing(), ThreadPoolExecutor(1, thread_name_prefix="search") as searches:
         manifest.write_bytes(manifest.read_bytes() + b"\n")  # the write's new state
         assert live.ready_now()
-        searching = threading.Thread(target=search, name="search")
-        searching.start()
-        searching.join()
-    assert seen == [first] and opened == ["MainThread", "MainThread"]
-    search()
-    assert seen[-1] is not first and len(opened) == 2
+        assert searches.submit(search).result() is first
+    assert opened == ["MainThread", "MainThread"]
+    second = search()
+    assert second is not first and len(opened) == 2
+    with pytest.raises(RuntimeError, match="after the commit"), live.committing():
+        manifest.write_bytes(manifest.read_bytes() + b"\n")
+        raise RuntimeError("failed after the commit")
+    assert len(opened) == 3 and search() is not second
     live.close()
 
 
@@ -193,23 +193,3 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
     damaged.write_bytes(damaged.read_bytes()[:-1])
     with pytest.raises(IndexDirectoryError, match="lexical"):
         Searcher(index_dir, prepared=True)
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a thread's CPU priority is set on Linux only")
-def test_writes_run_one_at_a_time_at_a_lower_cpu_priority_than_searches(tmp_path):
-    from askalike.app.server.api import WRITE_NICENESS, ServedIndex
-    from askalike.app.server.settings import ServerSettings
-
-    served = ServedIndex(ServerSettings(index_dir=str(tmp_path)))
-    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    def niceness() -> tuple[str, int]:
-        return (threading.current_thread().name,
-                os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-
-    name, writing = served.write(niceness)
-    assert name.startswith("askalike-write") and writing == min(19, own + WRITE_NICENESS)
-    assert served.write(niceness)[0] == name  # one writer thread: writes take turns
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
-    with pytest.raises(ValueError, match="a write's own error"):
-        served.write(lambda: (_ for _ in ()).throw(ValueError("a write's own error")))

@@ -105,6 +105,7 @@ def _quantize(source: Path, target: Path) -> None:
 
     model = onnx.load(str(source))
     initializers = {initializer.name: initializer for initializer in model.graph.initializer}
+    tables = _lookup_tables(model.graph, initializers)
     quantized: set[str] = set()
 
     def stored_int8(weight: str, per_row: bool) -> None:
@@ -125,17 +126,17 @@ def _quantize(source: Path, target: Path) -> None:
                                            name=f"{weight}_cast", to=onnx.TensorProto.FLOAT),
                           helper.make_node("Mul", [f"{weight}_float", f"{weight}_scale"], [weight],
                                            name=f"{weight}_scale")]
-        elif node.op_type == "Gather" and _is_matrix(initializers, node.input[0]):
+        elif node.op_type == "Gather" and node.input[0] in tables:
             table, ids, rows = node.input[0], node.input[1], node.output[0]
             stored_int8(table, per_row=True)
             node.input[0], node.output[0] = f"{table}_int8", f"{rows}_int8"
             nodes += [node,
                       helper.make_node("Gather", [f"{table}_scale", ids], [f"{rows}_scale"],
-                                       name=f"{node.name}_scale_lookup"),
+                                       name=f"{rows}_scale_lookup"),
                       helper.make_node("Cast", [f"{rows}_int8"], [f"{rows}_float"],
-                                       name=f"{node.name}_cast", to=onnx.TensorProto.FLOAT),
+                                       name=f"{rows}_cast", to=onnx.TensorProto.FLOAT),
                       helper.make_node("Mul", [f"{rows}_float", f"{rows}_scale"], [rows],
-                                       name=f"{node.name}_scaled")]
+                                       name=f"{rows}_scaled")]
             continue
         nodes.append(node)
     model.graph.ClearField("node")
@@ -146,6 +147,27 @@ def _quantize(source: Path, target: Path) -> None:
 
 def _is_matrix(initializers: dict[str, Any], name: str) -> bool:
     return name in initializers and len(initializers[name].dims) == 2
+
+
+def _lookup_tables(graph: Any, initializers: dict[str, Any]) -> set[str]:
+    """The float 2-D initializers that only row lookups read (Gathers on axis 0): the tables
+    whose rows can be scaled after the lookup. One that anything else reads (a tied output
+    projection, a Shape) stays as it is."""
+    import onnx
+    from onnx import helper
+
+    readers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+
+    def row_lookup(node: Any, name: str) -> bool:
+        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+        return node.op_type == "Gather" and list(node.input).index(name) == 0 and axis == 0
+
+    return {name for name, nodes in readers.items()
+            if _is_matrix(initializers, name) and initializers[name].data_type == onnx.TensorProto.FLOAT
+            and all(row_lookup(node, name) for node in nodes)}
 
 
 def _transposed(node: Any) -> bool:

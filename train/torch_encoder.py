@@ -46,7 +46,11 @@ class TorchEncoder(BatchedEncoder):
         config = read_model_config(directory)
         if config["kind"] not in EXPORTED_KINDS:
             raise ModelError(f"{directory}: a {config['kind']} model runs in numpy, not in torch")
-        quantized = config.get("inference", {}).get("quantization") == QUANTIZATION
+        quantization = config.get("inference", {}).get("quantization", "none")
+        if quantization not in (QUANTIZATION, "none"):  # an export this askalike cannot mirror
+            raise ModelError(f"{directory}: its ONNX export ({quantization}) was written by an older "
+                             f"askalike; run `askalike export {directory}` to write it anew")
+        quantized = quantization == QUANTIZATION
         module = as_exported(load_model(directory).encoder, config.get("dtype", "float32"), quantized)
         return cls(config["kind"], module, directory_tokenizer(directory, config), device)
 

@@ -10,15 +10,12 @@ name a local dependency.)
 
 import gc
 import logging
-import os
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -51,23 +48,6 @@ PAGE = "page.html"
 # spread over the cores would only compete with the others (``askalike serve`` sets OpenMP's and
 # BLAS's to one as well)
 SEARCH_THREADS = 1
-WRITE_NICENESS = 10  # what the writer thread adds to the process's niceness: see _lower_priority
-MAX_NICENESS = 19  # the lowest CPU priority Linux has
-T = TypeVar("T")
-
-
-def _lower_priority() -> None:
-    """Searches first: where the cores are busy, the searches people wait on get them before a
-    write's embedding and file writing (which then take longer). Linux sets a thread's niceness
-    by its id; elsewhere that would lower the whole process, so nothing changes there."""
-    if sys.platform != "linux":
-        return
-    thread = threading.get_native_id()
-    try:  # raising one's niceness needs no privilege; a sandbox may still refuse it
-        os.setpriority(os.PRIO_PROCESS, thread,
-                       min(MAX_NICENESS, os.getpriority(os.PRIO_PROCESS, thread) + WRITE_NICENESS))
-    except OSError as err:
-        log.warning("askalike serve: writes run at the searches' CPU priority (%s)", err)
 
 
 class ServedIndex:
@@ -78,13 +58,7 @@ class ServedIndex:
         self.settings = settings
         self.live: LiveSearcher | None = None  # once loaded
         self.failure: str | None = None
-        # this process's writes, one at a time, in a thread of their own at a lower CPU priority
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="askalike-write",
-                                          initializer=_lower_priority)
-
-    def write(self, work: Callable[[], T]) -> T:
-        """``work``'s result (or exception), done by the writer thread after the writes before."""
-        return self._writer.submit(work).result()
+        self.write_lock = threading.Lock()  # this process's writes, one at a time
 
     def load(self) -> None:
         try:
@@ -98,10 +72,6 @@ class ServedIndex:
                                 threads=SEARCH_THREADS, remember_stored=True, prepared=True)
 
             self.live = LiveSearcher(index_dir, open_searcher)
-            # what is loaded by now (the web framework, the database layer, the model) lives as
-            # long as the process: the garbage collector's full passes then leave it out (they
-            # took 25-80 ms at a time, for which every request waited)
-            gc.freeze()
         except UserError as err:
             self.failure = public_message(str(err))
             log.error("askalike serve: %s", err)
@@ -187,19 +157,29 @@ def _install_error_handlers(api: FastAPI) -> None:
         return _error(500, "internal error (the server's log has the details)")
 
 
-def create_app(settings: ServerSettings) -> FastAPI:
-    """The application for ``settings``; the index loads in the background once it starts."""
+def create_app(settings: ServerSettings, served: bool = False) -> FastAPI:
+    """The application for ``settings``; the index loads in the background once it starts.
+    ``served``: this process is a server's (``app_from_environment``), not a test's or a tool's."""
     from askalike.app.server import question_routes, search_routes, state_routes, verdict_routes
 
     loaded = ServedIndex(settings)
     keys = KeyChecker(api_keys(settings))
 
+    def load() -> None:
+        loaded.load()
+        if served:
+            # what is loaded by now (the web framework, the database layer, the model, the
+            # index) lives as long as the process: the garbage collector's full passes then
+            # leave it out (they took 25-80 ms at a time, for which every request waited)
+            gc.collect()
+            gc.freeze()
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if settings.load_before_accepting:  # uvicorn accepts once the lifespan's startup is done
-            await run_in_threadpool(loaded.load)
+            await run_in_threadpool(load)
         else:
-            threading.Thread(target=loaded.load, name="askalike-load", daemon=True).start()
+            threading.Thread(target=load, name="askalike-load", daemon=True).start()
         yield
         if loaded.live is not None:
             loaded.live.close()
@@ -252,5 +232,5 @@ def create_app(settings: ServerSettings) -> FastAPI:
 def app_from_environment() -> FastAPI:
     """The application of each worker process (``uvicorn --factory``), from the settings that
     ``askalike serve`` put in the environment."""
-    return create_app(ServerSettings.from_environment())
+    return create_app(ServerSettings.from_environment(), served=True)
 

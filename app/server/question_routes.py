@@ -3,7 +3,6 @@ index run's path and lock (``indexer.upsert``); writes need a key.
 
 No ``from __future__ import annotations``: FastAPI reads the annotations of the endpoints."""
 
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,7 +15,7 @@ from askalike.app.server.parameters import DATE_FORMAT, IdSource, QuestionId, Wr
 from askalike.app.server.settings import Limits
 from askalike.core.dates import DateOrder
 from askalike.indexer.sources import normalize_id
-from askalike.indexer.upsert import API_SOURCE, UpsertReport
+from askalike.indexer.upsert import API_SOURCE
 
 if TYPE_CHECKING:
     from askalike.app.server.api import ServedIndex
@@ -41,14 +40,10 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     if date_format is not None:
         reading = replace(reading, date_order=date_format)
     questions, warnings = validated_questions(records, reading, DATE_FORMAT)
-
-    def commit() -> UpsertReport:
-        with live.committing():
-            return upsert_questions(live.index_dir, questions, encoder, identity, source,
-                                    loaded.settings.database, limits.lock_wait_s,
-                                    commit_guard=lambda changes_text: live.exclusive() if changes_text
-                                    else nullcontext())
-    report = loaded.write(commit)
+    with loaded.write_lock:
+        report = upsert_questions(live.index_dir, questions, encoder, identity, source,
+                                  loaded.settings.database, limits.lock_wait_s,
+                                  commit_guard=lambda changes_text: live.committing(exclusive=changes_text))
     report.warnings = warnings
     return report.as_json()
 
@@ -103,12 +98,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         live = loaded.require()
         with live.searching() as searcher:
             external_id = stored_question(searcher, id, source).external_id
-
-        def commit() -> int:
-            with live.committing():
-                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                       limits.lock_wait_s)
-        deleted = loaded.write(commit)
+        with loaded.write_lock, live.committing():  # a delete's wait for the lock aside, it is all commit
+            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                      limits.lock_wait_s)
         return {"deleted": deleted}
 
     return routes
