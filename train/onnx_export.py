@@ -25,7 +25,7 @@ import torch
 from askalike.core.model_dir import ONNX_FILE
 from askalike.train.modules import EncoderModule
 
-QUANTIZATION = "int8-weight-rows-fp32-compute"  # format 5: tables too by row
+QUANTIZATION = "int8-weight-rows-fp32-compute"  # the tables too with a scale a row (2026-11-27)
 SAMPLE_TEXTS = ["how do i renew my visa in doha", "cheap car"]
 OUTPUT_NAME = "sentence_embedding"
 
@@ -108,20 +108,22 @@ def _quantize(source: Path, target: Path) -> None:
     tables = _lookup_tables(model.graph, initializers)
     quantized: set[str] = set()
 
-    def stored_int8(weight: str, per_row: bool) -> None:
-        if weight not in quantized:
-            values, scale = _int8_columns(numpy_helper.to_array(initializers[weight]), per_row)
-            model.graph.initializer.remove(initializers[weight])
-            model.graph.initializer.extend([numpy_helper.from_array(values, f"{weight}_int8"),
-                                            numpy_helper.from_array(scale, f"{weight}_scale")])
-            quantized.add(weight)
+    def stored_int8(weight: str, per_row: bool) -> bool:
+        """Replace ``weight`` by its int8 values and scales; False if it already was."""
+        if weight in quantized:
+            return False
+        values, scale = _int8_columns(numpy_helper.to_array(initializers[weight]), per_row)
+        model.graph.initializer.remove(initializers[weight])
+        model.graph.initializer.extend([numpy_helper.from_array(values, f"{weight}_int8"),
+                                        numpy_helper.from_array(scale, f"{weight}_scale")])
+        quantized.add(weight)
+        return True
 
     nodes = []
     for node in model.graph.node:
         if node.op_type in ("MatMul", "Gemm", "Attention") and _is_matrix(initializers, node.input[1]):
             weight = node.input[1]
-            if weight not in quantized:
-                stored_int8(weight, _transposed(node))
+            if stored_int8(weight, _transposed(node)):  # restored once, for every node reading it
                 nodes += [helper.make_node("Cast", [f"{weight}_int8"], [f"{weight}_float"],
                                            name=f"{weight}_cast", to=onnx.TensorProto.FLOAT),
                           helper.make_node("Mul", [f"{weight}_float", f"{weight}_scale"], [weight],
