@@ -12,6 +12,7 @@ Queries get a model's encoder from ``core.loader``, training its torch model fro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -110,6 +111,16 @@ def read_model_config(directory: Path) -> dict[str, Any]:
     return config
 
 
+def export_quantization(directory: Path) -> str:
+    """How a model directory's ONNX export computes, as its config.json records it: "none" for
+    fp32 or no export (or no config.json), else a label of ``train.onnx_export`` (see
+    ``TOKEN_QUANTIZATION``)."""
+    if not (directory / "config.json").is_file():
+        return "none"
+    inference = read_model_config(directory).get("inference")
+    return str(inference.get("quantization", "none")) if isinstance(inference, dict) else "none"
+
+
 def write_model_config(directory: Path, config: dict[str, Any]) -> None:
     write_text_atomically(directory / "config.json", json.dumps(config, indent=2) + "\n")
 
@@ -126,6 +137,11 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
 # 4: int8 weights, fp32 activations: vectors independent of the batch; 5: peers in fp32, so
 # that a peer's figures are its own model's)
 EXPORT_FORMAT = 5
+# how a model directory's export computes (config.json's "inference": "quantization"), written by
+# train.onnx_export: int8 weights with fp32 arithmetic, or int8 arithmetic with each token's
+# activations rounded to a scale of its own (a transformer backbone's, since 2026-11-27)
+WEIGHT_QUANTIZATION = "int8-weight-rows-fp32-compute"
+TOKEN_QUANTIZATION = "int8-weight-rows-int8-token-activations"
 
 
 def pretrained_export_dir(name: str) -> Path:
@@ -151,7 +167,10 @@ def cache_dir() -> Path:
 
 def weights_fingerprint(spec: str | Path) -> str:
     """A short hash of a model's weight files, to tell encoders apart (e.g. in an index
-    manifest); a fine-tuned backbone's weights are in ``backbone/``."""
+    manifest); a fine-tuned backbone's weights are in ``backbone/``. An export that rounds
+    activations (``TOKEN_QUANTIZATION``, or any later label) computes other vectors from the same
+    weights than fp32 arithmetic does, so its label is hashed in: an index of the other vectors
+    asks to be built anew instead of mixing the two."""
     name = pretrained_name(spec)
     if name is not None:
         paths = [PRETRAINED[name]() / "model.safetensors"]
@@ -160,7 +179,11 @@ def weights_fingerprint(spec: str | Path) -> str:
     paths = [path for path in paths if path.is_file()]
     if not paths:
         raise ModelError(f"{spec}: no weights to fingerprint")
-    return _remembered_sha256(paths)[:16]
+    digest = _remembered_sha256(paths)
+    computed = export_quantization(Path(spec)) if name is None else "none"
+    if computed not in ("none", WEIGHT_QUANTIZATION):  # not the weights' own fp32 arithmetic
+        digest = hashlib.sha256(f"{digest}:{computed}".encode()).hexdigest()
+    return digest[:16]
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,10 @@ DAMAGED_LISTED = 100  # untrusted vectors a check names (all are counted)
 REEMBED_CHUNK = 2048  # questions embedded again at a time (one transaction each)
 DEEP_SAMPLE = 500  # stored questions ``check --deep`` embeds again
 # a stored vector and its text embedded again are at least this alike: the same model gives the
-# same vector within float rounding (README: a text's vector in a batch and alone)
-DEEP_MIN_COSINE = 0.999
+# same vector within float rounding (README: a text's vector in a batch and alone), which an
+# export's rounded activations can amplify to a cosine of 0.998 between a GPU and a CPU, or two
+# CPUs (docs/results.md); another text's vector is far below
+DEEP_MIN_COSINE = 0.99
 HELD_TOLERANCE = 1e-6  # the FAISS file holds the stored float32 vectors themselves
 
 
@@ -334,7 +336,8 @@ def _index_encoder(identity: EncoderIdentity, why: str) -> Encoder:
     """The index's own model, refused when its weights are no longer those that embedded it."""
     if weights_fingerprint(identity.model) != identity.fingerprint:
         raise IndexDirectoryError(f"{why}, and the index's model {identity.model} now has other "
-                                  "weights than those that embedded the rest: rebuild the index with "
+                                  "weights (or another export) than those that embedded the rest: "
+                                  "rebuild the index with "
                                   "`askalike index` into a new --index directory")
     return load_encoder(identity.model)
 

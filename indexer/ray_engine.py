@@ -87,7 +87,8 @@ def _worker_encoder(model: str, fingerprint: str, threads: int) -> Encoder:
     key = (model, fingerprint, threads)
     if key not in _ENCODERS:
         if weights_fingerprint(model) != fingerprint:
-            raise ModelError(f"{model} holds other weights than on the machine that runs the index")
+            raise ModelError(f"{model} holds other weights (or another export) than on the machine "
+                             "that runs the index")
         _ENCODERS[key] = load_encoder(model, threads=threads)
     return _ENCODERS[key]
 

@@ -200,8 +200,10 @@ def _fields(question: SourceQuestion) -> dict[str, Any]:
 
 
 def _require_encoder(recorded: EncoderIdentity, identity: EncoderIdentity) -> None:
-    require_same_encoder(recorded, identity, "this index",
-                         f"use --model {recorded.model}, or index into a new --index directory", StoreError)
+    fix = (f"use --model {recorded.model}, or index into a new --index directory"
+           if recorded.model != identity.model else  # the model at that path changed
+           "the model there has other weights (or another export) now: index into a new --index directory")
+    require_same_encoder(recorded, identity, "this index", fix, StoreError)
 
 
 def _metadata_text(key: str) -> Any:

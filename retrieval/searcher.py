@@ -265,7 +265,7 @@ class Searcher:
                 configure_search(self.index.faiss, self.parameters)
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
-                                 "restore the weights the index was built with, or build a new "
+                                 "restore the weights (and export) the index was built with, or build a new "
                                  "index with this model (`askalike index SOURCES --model MODEL "
                                  "--index NEWDIR`)", SearchError)
             self.encoder = encoder or load_encoder(spec, threads)

@@ -72,7 +72,7 @@ def test_a_vector_that_is_not_its_questions_is_found_and_embedded_again(tmp_path
                          "file keeps no float32 copy to compare), then `check`, `check --deep` and "
                          "`check --repair --deep`",
                          "check cannot see it; --deep embeds a sample again and names it (cosine "
-                         "under 0.999); the repair embeds it again")
+                         "under 0.99); the repair embeds it again")
 def test_deep_finds_a_vector_that_is_not_its_texts(tmp_path, tiny_model):
     index(write_jsonl(tmp_path / "q.jsonl", collection(60)), tmp_path / "index", tiny_model,
           "--index-type", "ivf")

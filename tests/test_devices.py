@@ -37,14 +37,23 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1)
 
 
+def assert_alike_within_rounding(found: np.ndarray) -> None:
+    """Two computations of the accurate model's export agree to float rounding, which its rounded
+    activations amplify where a value lies at a rounding step: the same torch model in float32
+    and float64 differ as much (docs/results.md, cosine 0.9994 mean, 0.998 at worst)."""
+    assert found.mean() >= 0.999 and found.min() >= 0.995, found
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_torch_encoder_computes_what_the_onnx_export_of_the_accurate_model_does(device):
+    """Within float rounding, and much closer than the saved weights computed without the
+    export's int8 rounding."""
     torch_vectors = TorchEncoder.of_model(ACCURATE, torch.device(device)).encode(QUESTIONS, batch_size=4)
     onnx_vectors = load_encoder(ACCURATE).encode(QUESTIONS)
-    assert cosines(torch_vectors, onnx_vectors).min() >= 0.9999
-    # the rounding as exported counts: the saved fp16 weights alone are further off
-    plain = load_model(ACCURATE).encoder.encode(QUESTIONS)
-    assert cosines(plain, onnx_vectors).min() < 0.9995
+    found = cosines(torch_vectors, onnx_vectors)
+    assert_alike_within_rounding(found)
+    plain = cosines(load_model(ACCURATE).encoder.encode(QUESTIONS), onnx_vectors)
+    assert np.mean(1 - plain) > 2 * np.mean(1 - found), (plain, found)
 
 
 @pytest.mark.slow  # two ONNX exports: seconds
@@ -150,7 +159,7 @@ def test_an_index_run_on_the_torch_encoder_stores_what_the_onnx_run_stores(tmp_p
             assert index.manifest.encoder.model == str(ACCURATE.resolve())
         finally:
             index.close()
-    assert cosines(stored["onnx"], stored["torch"]).min() >= 0.9999
+    assert_alike_within_rounding(cosines(stored["onnx"], stored["torch"]))
 
 
 def test_a_gpu_asked_for_where_torch_sees_none_is_refused(tmp_path, monkeypatch):

@@ -14,10 +14,24 @@ from helpers import ROOT, SMALL, TEXTS, VOCABULARY, collection, imported_by, run
 from askalike.app.cli import app
 from askalike.core import model_dir
 from askalike.core.loader import load_encoder
-from askalike.core.model_dir import ONNX_FILE, ModelError, pretrained_export_dir, weights_fingerprint
+from askalike.core.model_dir import (
+    ONNX_FILE,
+    TOKEN_QUANTIZATION,
+    WEIGHT_QUANTIZATION,
+    ModelError,
+    pretrained_export_dir,
+    weights_fingerprint,
+)
 from askalike.indexer.build import IndexOptions, index_sources
 from askalike.train.modules import VOCABULARY_MODULES
-from askalike.train.onnx_export import export_onnx, quantizable_nodes
+from askalike.train.onnx_export import (
+    TOKEN_WEIGHT_LEVELS,
+    _int8_columns,
+    _quantize,
+    export_onnx,
+    quantizable_nodes,
+    token_int8,
+)
 from askalike.train.trained_model import TrainedModel, export_once, load_model, save_model
 
 
@@ -172,6 +186,100 @@ def test_weights_fingerprint_is_remembered_until_the_weights_change(tmp_path, mo
     assert weights_fingerprint(model) != first and len(hashed) == 2
 
 
+def test_an_export_that_rounds_activations_is_another_encoder_than_its_weights_in_fp32(tmp_path, monkeypatch):
+    """Its vectors differ from the fp32 arithmetic's (cosine about 0.998), so an index of either
+    asks for a re-index rather than mixing them; int8 weights computed in fp32 do not."""
+    monkeypatch.setenv("ASKALIKE_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    fingerprints = {}
+    for quantization in ("none", WEIGHT_QUANTIZATION, TOKEN_QUANTIZATION):
+        (model / "config.json").write_text(json.dumps({"kind": "pretrained", "inference": {
+            "file": ONNX_FILE, "quantization": quantization}}))
+        fingerprints[quantization] = weights_fingerprint(model)
+    assert fingerprints["none"] == fingerprints[WEIGHT_QUANTIZATION] != fingerprints[TOKEN_QUANTIZATION]
+
+
+def test_an_int8_matmul_of_the_export_rounds_each_token_on_a_scale_of_its_own(tmp_path):
+    """The export's int8 MatMul (``_quantize`` with token activations) computes what the torch
+    encoder's ``token_int8`` and 7-bit weights compute, each token (row) rounded on its own
+    largest magnitude, so a token's product depends on nothing else in its batch; a row of
+    zeros stays zeros."""
+    import onnx
+    import onnxruntime
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    weight = rng.normal(size=(16, 12)).astype(np.float32)
+    inputs = rng.normal(size=(3, 5, 16)).astype(np.float32)
+    inputs[1, 2] = 0.0
+    inputs[2, 0, 3] = 40.0  # an outlier coarsens its own token's steps, no other's
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="product")], "one_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None, 12])],
+        [numpy_helper.from_array(weight, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "fp32.onnx")
+    _quantize(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", token_activations=True)
+    stored = {tensor.name: numpy_helper.to_array(tensor)
+              for tensor in onnx.load(tmp_path / "int8.onnx").graph.initializer}
+    assert np.abs(stored["w_int8"]).max() == TOKEN_WEIGHT_LEVELS  # no int16 sum can saturate
+    session = onnxruntime.InferenceSession(str(tmp_path / "int8.onnx"), providers=["CPUExecutionProvider"])
+    products = session.run(None, {"x": inputs})[0]
+    integers, scale = _int8_columns(weight, False, TOKEN_WEIGHT_LEVELS)
+    expected = token_int8(torch.from_numpy(inputs)).numpy() @ (integers * scale)
+    np.testing.assert_allclose(products, expected, rtol=1e-5, atol=1e-5)
+    assert not products[1, 2].any()
+    for batch in range(3):  # each text alone: the same bytes
+        assert np.array_equal(session.run(None, {"x": inputs[batch:batch + 1]})[0][0], products[batch])
+
+
+def test_the_fused_attention_is_rewritten_to_an_int8_projection_then_the_same_attention(tmp_path):
+    """ONNX Runtime's fused ``Attention`` (projection + attention, padding by lengths) becomes the
+    int8 projection and ``MultiHeadAttention``: the same as the fused kernel on the rounded input
+    and weights, and a padded text's tokens get what the text alone gets."""
+    import onnx
+    import onnxruntime
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    hidden, heads = 16, 2
+    weight = rng.normal(size=(hidden, 3 * hidden)).astype(np.float32)
+    bias = rng.normal(size=3 * hidden).astype(np.float32)
+    inputs = rng.normal(size=(2, 6, hidden)).astype(np.float32)
+    lengths = np.array([6, 4], np.int32)  # the second text padded by 2
+
+    def save(path, weights):
+        graph = helper.make_graph(
+            [helper.make_node("Attention", ["x", "w", "b", "lengths"], ["y"], name="attention",
+                              domain="com.microsoft", num_heads=heads)], "one_attention",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, None, hidden]),
+             helper.make_tensor_value_info("lengths", TensorProto.INT32, [None])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None, hidden])],
+            [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(bias, "b")])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                          helper.make_opsetid("com.microsoft", 1)]), path)
+
+    def run(path, x, given_lengths):
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x, "lengths": given_lengths})[0]
+
+    save(tmp_path / "fused.onnx", weight)
+    _quantize(tmp_path / "fused.onnx", tmp_path / "int8.onnx", token_activations=True)
+    assert "MultiHeadAttention" in [node.op_type for node in onnx.load(tmp_path / "int8.onnx").graph.node]
+    integers, scale = _int8_columns(weight, False, TOKEN_WEIGHT_LEVELS)
+    save(tmp_path / "rounded.onnx", (integers * scale).astype(np.float32))
+    rewritten = run(tmp_path / "int8.onnx", inputs, lengths)
+    expected = run(tmp_path / "rounded.onnx", token_int8(torch.from_numpy(inputs)).numpy(), lengths)
+    np.testing.assert_allclose(rewritten[0], expected[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(rewritten[1, :4], expected[1, :4], rtol=1e-4, atol=1e-4)
+    alone = run(tmp_path / "int8.onnx", inputs[1:, :4], lengths[1:])
+    np.testing.assert_allclose(alone[0], rewritten[1, :4], rtol=1e-6, atol=1e-6)
+
+
 def test_weights_fingerprint_works_where_the_cache_cannot_be_written(tmp_path, monkeypatch):
     blocker = tmp_path / "a file, not a folder"
     blocker.write_text("")
@@ -188,7 +296,7 @@ LONG = " ".join(["and then the residence permit office asked for another atteste
 @pytest.mark.parametrize("model", ["accurate", "fast"])
 def test_a_texts_vector_does_not_depend_on_its_batch(model):
     """Alone, among 7 or 255 others, among long texts and at every batch size the same text gets
-    the same vector (the int8 export's weights are int8, its activations are not quantised)."""
+    the same vector (the int8 export rounds each token's activations on a scale of its own)."""
     encoder = load_encoder(ROOT / "models" / model)
     text = QUESTIONS[0]
     alone = encoder.encode([text])[0]

@@ -51,23 +51,30 @@ def test_shipped_model_orders_similar_questions_above_unrelated_ones(name):
         assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2], (name, question)
 
 
-def test_shipped_transformer_export_runs_fused_attention_on_int8_weights():
+def test_shipped_transformer_export_runs_fused_attention_and_int8_products_per_token():
     """ONNX Runtime's optimiser fused every layer's attention (a newer exporter or transformers
-    whose graph no longer matches the fusion would lose that silently), every weight is stored
-    in int8, and no activation is quantised (that made vectors depend on their batch)."""
+    whose graph no longer matches the fusion would lose that silently), every matrix product is
+    int8 with 7-bit weights, and each activation is rounded on the last axis (a token's own
+    scale), never with a scale that a batch shares (that made vectors depend on their batch)."""
     import onnx
+    from onnx import helper, numpy_helper
+
+    from askalike.train.onnx_export import TOKEN_WEIGHT_LEVELS
 
     graph = onnx.load(str(MODELS / "accurate" / "model.onnx")).graph
     operators = [node.op_type for node in graph.node]
     layers = load_model(MODELS / "accurate").encoder.transformer.config.num_hidden_layers
-    assert operators.count("Attention") == layers
+    assert operators.count("MultiHeadAttention") == layers
     assert "Softmax" not in operators  # no attention left unfused
-    assert not {"DynamicQuantizeLinear", "MatMulInteger", "QAttention"} & set(operators)
-    weights = {i.name: i for i in graph.initializer}
-    products = [node for node in graph.node if node.op_type in ("MatMul", "Attention")]
-    # each product's weight comes from an int8 initializer through Cast and Mul, none in fp32
-    assert products and not any(len(weights[node.input[1]].dims) == 2 for node in products
-                                if node.input[1] in weights)
-    eight_bit = [i for i in graph.initializer
-                 if i.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)]
-    assert len(eight_bit) >= 4 * layers + 1  # per layer: attention, its output, the feed-forward pair; tables
+    assert not {"DynamicQuantizeLinear", "QAttention", "DynamicQuantizeMatMul"} & set(operators)
+    # per layer: the query/key/value projection, the attention output, the feed-forward pair
+    products = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    assert len(products) == 4 * layers
+    weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    assert not [node for node in graph.node if node.op_type in ("MatMul", "Gemm", "Attention")
+                and node.input[1] in weights and weights[node.input[1]].ndim == 2]  # none in fp32
+    assert all(np.abs(weights[node.input[1]]).max() <= TOKEN_WEIGHT_LEVELS for node in products)
+    rounding = [node for node in graph.node if node.op_type == "ReduceMax"]
+    assert len(rounding) == len(products)
+    assert all({a.name: helper.get_attribute_value(a) for a in node.attribute}.get("axes") == [-1]
+               for node in rounding)

@@ -4,8 +4,11 @@
 It computes what the model's ONNX export computes, so that vectors embedded on a GPU and on a CPU
 stand side by side in one index: the same tokenizer (``core.onnx_encoder``), the weights the
 export holds (``train.onnx_export.as_exported``: rounded as saved, matrices and tables read back
-from their int8/uint8 values) and float32 arithmetic (TF32 off). The next batch is tokenized on
-a thread while one computes.
+from their int8 values), each token's activations rounded as the export's int8 MatMuls round
+them, and float32 arithmetic (TF32 off). Float rounding apart: where a value lies at a rounding
+step, one side may round it up and the other down, so the two agree to a cosine of about 0.999
+(0.998 at worst), as the same model in float32 and float64 does (docs/results.md). The next
+batch is tokenized on a thread while one computes.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ import torch
 
 from askalike.core.encoder import BatchedEncoder
 from askalike.core.loader import EXPORTED_KINDS
-from askalike.core.model_dir import ModelError, pretrained_name, read_model_config
+from askalike.core.model_dir import ModelError, export_quantization, pretrained_name, read_model_config
 from askalike.core.onnx_encoder import Tokenize, directory_tokenizer, pretrained_tokenizer
 from askalike.train.devices import float32_products
 from askalike.train.modules import EncoderModule
-from askalike.train.onnx_export import QUANTIZATION, as_exported
+from askalike.train.onnx_export import QUANTIZATIONS, as_exported
 from askalike.train.trained_model import load_model
 
 
@@ -40,18 +43,17 @@ class TorchEncoder(BatchedEncoder):
         computing what its ONNX export computes (a peer's export is its own fp32 model)."""
         name = pretrained_name(spec)
         if name is not None:
-            module = as_exported(load_model(spec).encoder, "float32", quantized=False)
+            module = as_exported(load_model(spec).encoder, "float32", "none")
             return cls("pretrained", module, pretrained_tokenizer(name), device)
         directory = Path(spec)
         config = read_model_config(directory)
         if config["kind"] not in EXPORTED_KINDS:
             raise ModelError(f"{directory}: a {config['kind']} model runs in numpy, not in torch")
-        quantization = config.get("inference", {}).get("quantization", "none")
-        if quantization not in (QUANTIZATION, "none"):  # an export this askalike cannot mirror
+        quantization = export_quantization(directory)
+        if quantization not in (*QUANTIZATIONS, "none"):  # an export this askalike cannot mirror
             raise ModelError(f"{directory}: its ONNX export ({quantization}) was written by an older "
                              f"askalike; run `askalike export {directory}` to write it anew")
-        quantized = quantization == QUANTIZATION
-        module = as_exported(load_model(directory).encoder, config.get("dtype", "float32"), quantized)
+        module = as_exported(load_model(directory).encoder, config.get("dtype", "float32"), quantization)
         return cls(config["kind"], module, directory_tokenizer(directory, config), device)
 
     def knows_words(self, text: str) -> bool:

@@ -96,7 +96,7 @@ def main() -> None:
         quantize_nodes(fp32 / ONNX_FILE, per_text / ONNX_FILE,
                        [node for nodes in quantizable_nodes(fp32 / ONNX_FILE).values() for node in nodes])
         reference = load_encoder(fp32).encode(texts)
-        for name, spec in (("shipped export (int8 weights, fp32 compute)", "models/accurate"),
+        for name, spec in (("shipped export (models/accurate/model.onnx)", "models/accurate"),
                            ("int8 activations, one text a call", str(per_text))):
             alone = load_encoder(spec, threads=1)
             vectors = np.concatenate([alone.encode([text], 1) for text in texts])
