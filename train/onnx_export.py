@@ -147,7 +147,8 @@ def _quantize(source: Path, target: Path, token_activations: bool) -> None:
             weight, attention = node.input[1], node.op_type == "Attention"
             # named after the node's output, which is unique in a graph (a node's name need not be)
             prefix = node.output[0]
-            after_attention = _attention_after_projection(node, prefix, model.graph) if attention else []
+            after_attention = (_attention_after_projection(node, prefix, initializers[weight].dims[1] // 3,
+                                                           model.graph) if attention else [])
             stored_int8(weight, per_row=False, levels=TOKEN_WEIGHT_LEVELS)
             product = f"{prefix}_projected" if attention else node.output[0]
             nodes += _token_int8_matmul(node.input[0], weight, product, prefix, opset) + after_attention
@@ -222,12 +223,13 @@ def _token_int8_matmul(inputs: str, weight: str, output: str, prefix: str, opset
                              name=name("column_scaled"))]
 
 
-def _attention_after_projection(attention: Any, prefix: str, graph: Any) -> list[Any]:
+def _attention_after_projection(attention: Any, prefix: str, hidden: int, graph: Any) -> list[Any]:
     """A fused ``Attention`` node's work after its query/key/value projection (the tensor
-    ``{prefix}_projected``, the three side by side): ONNX Runtime's ``MultiHeadAttention`` kernel
-    on the three parts, with the projection's bias, the padding mask (a length a text, or a 0/1 mask) and the
-    attributes the ``Attention`` node had. Refused where ``MultiHeadAttention`` would not compute
-    the same: past state, an attention bias, unequal projection sizes, a causal mask."""
+    ``{prefix}_projected``, the three parts of ``hidden`` side by side): ONNX Runtime's
+    ``MultiHeadAttention`` kernel on the three parts, with the projection's bias, the padding mask
+    (a length a text, or a 0/1 mask) and the attributes the ``Attention`` node had. Refused where
+    ``MultiHeadAttention`` would not compute the same: past state, an attention bias, unequal
+    projection sizes, a causal mask."""
     from onnx import helper, numpy_helper
 
     attributes = {a.name: helper.get_attribute_value(a) for a in attention.attribute}
@@ -236,8 +238,6 @@ def _attention_after_projection(attention: Any, prefix: str, graph: Any) -> list
         raise ValueError(f"{attention.name or attention.output[0]}: an Attention node with "
                          f"{', '.join(sorted(unsupported)) or 'past state or an attention bias'}, "
                          "which the int8 export does not rewrite")
-    # the projection's weight, (hidden, 3 x hidden), is still in the graph: it is stored in int8 after
-    hidden = next(tensor.dims[1] for tensor in graph.initializer if tensor.name == attention.input[1]) // 3
     sizes = f"{prefix}_split_sizes"
     graph.initializer.append(numpy_helper.from_array(np.array([hidden] * 3, np.int64), sizes))
     parts = [f"{prefix}_{part}" for part in ("query", "key", "value")]
