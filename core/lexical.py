@@ -20,6 +20,8 @@ import numpy as np
 from askalike.core.sorted_ids import find_sorted
 
 K1, B = 1.5, 0.75
+# _positions looks ids up in a table (8 bytes an id) while they span at most this many a question
+POSITION_TABLE_SPREAD = 8
 _WORD = re.compile(r"\w+")
 # Lucene's English stop set (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET)
 STOPWORDS = frozenset((
@@ -117,11 +119,11 @@ class LexicalIndex:
         """(position in ``doc_ids``, BM25 term-frequency part) of every posting, computed once
         per index: a query then only adds its terms' idf-weighted slices (at 100,000 questions,
         looking the positions up per query took most of its time)."""
-        positions = np.searchsorted(self.doc_ids, self.posting_docs)
+        positions = _positions(self.doc_ids, self.posting_docs)
         average_length = max(float(self.doc_lengths.mean()), 1e-9) if len(self.doc_ids) else 1.0
-        norms = K1 * (1.0 - B + B * self.doc_lengths[positions] / average_length)
+        norms = K1 * (1.0 - B + B * self.doc_lengths / average_length)  # per question, then per posting
         counts = self.posting_counts.astype(np.float64)
-        return positions, counts / (counts + norms)
+        return positions, counts / (counts + norms[positions])
 
     def scores(self, query: str) -> np.ndarray:
         """The BM25 score of every indexed question for ``query``, aligned with ``doc_ids``
@@ -189,6 +191,21 @@ class LexicalIndex:
 
 
 _POSTINGS_PER_PART = 1 << 20
+
+
+def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` (all present) sits in ``sorted_ids``. Question ids are database rows,
+    nearly dense: a table from id to position answers it in one gather (at 100,000 questions,
+    850,000 postings: 2-17 ms against 52-66 for a binary search each, which a server repeats
+    after every write); ids spread too thinly for a table are searched."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=np.int64)
+    low, high = int(sorted_ids[0]), int(sorted_ids[-1])
+    if high - low > POSITION_TABLE_SPREAD * len(sorted_ids):
+        return np.searchsorted(sorted_ids, ids)
+    table = np.empty(high - low + 1, dtype=np.int64)
+    table[sorted_ids - low] = np.arange(len(sorted_ids))
+    return table[ids - low]
 
 
 def _postings(documents: Iterable[tuple[int, str]], terms: list[str],

@@ -4,8 +4,9 @@ Each search answers from one ``Searcher``: the manifest, FAISS and BM25 files of
 state. Before a search, the manifest file is looked at (a ``stat``: writers replace it by a
 rename, so a new commit is a new file); when it changed, a new ``Searcher`` is opened on the new
 state, with the same encoder, and takes over. Searches already running finish on the old one,
-which is closed when the last of them is done. So a search sees a commit (by this process or
-another, such as an ``askalike index`` run) as soon as the manifest is switched.
+which is closed when the last of them is done, on a thread of its own (``_RetiredSearchers``).
+So a search sees a commit (by this process or another, such as an ``askalike index`` run) as
+soon as the manifest is switched.
 
 A write in this process holds ``committing()`` from its database commit until its new state is
 open: searches meanwhile answer from the state before, and the writer opens the new one before it
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -31,6 +34,9 @@ from askalike.retrieval.searcher import Searcher
 log = logging.getLogger(__name__)
 
 ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
+# how long a retired searcher is kept after its close, so that the search threads' last
+# references to it (locals of frames that are returning) are gone before this one is dropped
+RETIRED_GRACE_S = 0.1
 
 
 def manifest_state(index_dir: Path) -> ManifestState:
@@ -81,6 +87,32 @@ class _ReadWriteLock:
                 self._condition.notify_all()
 
 
+class _RetiredSearchers:
+    """Closes and frees the searchers that a new state replaced, on a thread of its own.
+    Freeing one (its FAISS index mapped from the file, its BM25 arrays) takes 8-35 ms at 100,000
+    questions; done by the search that used it last, it held up every request queued behind that
+    search in a server's event loop (docs/benchmarks.md, "Serving while questions are added")."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Searcher | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="askalike-retired-searchers", daemon=True)
+        self._thread.start()
+
+    def put(self, searcher: Searcher) -> None:
+        self._queue.put(searcher)
+
+    def _run(self) -> None:
+        while (searcher := self._queue.get()) is not None:
+            searcher.close()
+            time.sleep(RETIRED_GRACE_S)
+            del searcher  # the last reference, as a rule: its memory is freed on this thread
+
+    def stop(self) -> None:
+        """Close what was put so far, then end the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+
 class LiveSearcher:
     """The current ``Searcher`` of ``index_dir``; ``open_searcher(encoder)`` opens one (with the
     encoder of the first, so that a reload loads no model)."""
@@ -94,7 +126,8 @@ class LiveSearcher:
         self._state = manifest_state(index_dir)
         self._current = open_searcher(None)
         self._users: dict[int, int] = {}  # id(searcher) -> searches running on it
-        self._retired: dict[int, Searcher] = {}
+        self._retired: dict[int, Searcher] = {}  # replaced, still searched
+        self._closing = _RetiredSearchers()
 
     @property
     def encoder(self) -> Encoder:
@@ -152,7 +185,7 @@ class LiveSearcher:
         if self._users.get(id(searcher), 0):
             self._retired[id(searcher)] = searcher
         else:
-            searcher.close()
+            self._closing.put(searcher)
 
     @contextmanager
     def searching(self) -> Iterator[Searcher]:
@@ -171,7 +204,7 @@ class LiveSearcher:
                         del self._users[id(searcher)]
                         retired = self._retired.pop(id(searcher), None)
                         if retired is not None:
-                            retired.close()
+                            self._closing.put(retired)
 
     def close(self) -> None:
         with self._swap:
@@ -179,3 +212,4 @@ class LiveSearcher:
             for searcher in self._retired.values():
                 searcher.close()
             self._retired.clear()
+        self._closing.stop()

@@ -42,6 +42,15 @@ def test_bm25_scores_match_the_formula():
     assert [doc for doc, _ in index.top("visa renewal", 5)] == [12, 10]
 
 
+def test_scores_do_not_depend_on_how_spread_the_ids_are():
+    """Close ids are looked up in a table, ids spread thinly by a binary search: the same BM25."""
+    close = LexicalIndex.build(DOCS.items())
+    spread = LexicalIndex.build((doc * 100_000, text) for doc, text in DOCS.items())
+    for query in ("visa renewal in doha", "cheap pizza", "nothing"):
+        np.testing.assert_array_equal(close.scores(query), spread.scores(query))
+    assert [doc // 100_000 for doc, _ in spread.top("visa renewal", 5)] == [12, 10]
+
+
 def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):
     first = {k: v for k, v in DOCS.items() if k != 13}
     changed = {**first, 11: "cheap flights to london"}

@@ -163,6 +163,37 @@ def test_searches_during_a_write_in_this_process_answer_from_the_state_before(bu
     live.close()
 
 
+def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_search_ends(tmp_path):
+    """Freeing a replaced state's files and arrays takes milliseconds: not in a search's thread,
+    where every request queued behind that search would wait for it."""
+    from askalike.retrieval.live import LiveSearcher
+
+    closed: list[tuple[int, str]] = []
+
+    class State:
+        encoder = None
+
+        def close(self) -> None:
+            closed.append((id(self), threading.current_thread().name))
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    live = LiveSearcher(tmp_path, lambda encoder: State())
+    with live.searching() as first:
+        manifest.write_text("{} ")  # a new state, opened while a search still uses the first
+        live.refresh(wait=True)
+        with live.searching() as second:
+            assert second is not first
+        assert closed == []
+    manifest.write_text("{}  ")
+    live.refresh(wait=True)  # replaces the second, which no search uses
+    live.close()
+    closed_on = dict(closed)
+    assert len(closed) == len(closed_on) == 3  # each state closed once
+    assert closed_on.pop(id(first)) == closed_on.pop(id(second)) == "askalike-retired-searchers"
+    assert list(closed_on.values()) == ["MainThread"]  # the current one, by close()
+
+
 @pytest.mark.reliability("a server starts loading while a write commits: it reads the manifest just "
                          "before the writer replaces it and removes the files it named",
                          "the server opens the new state and answers; a state that fails to open "
