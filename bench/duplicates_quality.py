@@ -149,8 +149,11 @@ def judgement_rows(model: str, judge: SameQuestionJudge, pairs: dict[str, list[J
 
 def bound_row(model: str, split: CqaSplit, cosines: np.ndarray, same: np.ndarray,
               found: FoundPairs) -> list[object]:
-    """The ceilings of a cosine threshold on ``split``, each picked on the split itself."""
-    best_f1, at = max((f1_at(cosines, same, t), t) for t in COSINE_GRID)
+    """The ceilings of a cosine threshold on ``split``, each picked on the split itself (over
+    ``COSINE_GRID``)."""
+    former = score(split, found, FORMER_COSINE)
+    at = max(COSINE_GRID, key=lambda t: (f1_at(cosines, same, t), -t))  # ties: the lowest, as below
+    best_f1 = f1_at(cosines, same, at)
     wanted = WANTED_PRECISION[split.name]
     precise = [(result, t) for result, t in ((score(split, found, t), t) for t in COSINE_GRID)
                if result.found and result.precision >= wanted]
@@ -160,7 +163,7 @@ def bound_row(model: str, split: CqaSplit, cosines: np.ndarray, same: np.ndarray
         groups = f"{result.recall:.1%} (precision {result.precision:.1%}, cosine {t:.3f})"
     return [model, split.name, f"{best_f1:.3f} (cosine {at:.3f})",
             f"{f1_at(cosines, same, FORMER_COSINE):.3f}", f"{wanted:.0%}", groups,
-            f"{score(split, found, FORMER_COSINE).recall:.1%}"]
+            f"{former.recall:.1%} (precision {former.shown_precision})"]
 
 
 def main() -> None:

@@ -34,8 +34,9 @@ from askalike.retrieval.searcher import Searcher
 log = logging.getLogger(__name__)
 
 ManifestState = tuple[int, int, int] | None  # inode, size, modification time (None: no file)
-# how long a retired searcher is kept after its close, so that the search threads' last
-# references to it (locals of frames that are returning) are gone before this one is dropped
+# how long retired searchers are kept after their close, so that the search threads' last
+# references to them (locals of frames that are returning) are gone before these are dropped; a
+# reference kept longer (a traceback's frames) frees the searcher wherever it is dropped, as before
 RETIRED_GRACE_S = 0.1
 
 
@@ -87,6 +88,17 @@ class _ReadWriteLock:
                 self._condition.notify_all()
 
 
+def _close_each(batch: list[Searcher | None]) -> int:
+    """Close the searchers of ``batch`` (a failure is logged, the next ones still closed)."""
+    searchers = [searcher for searcher in batch if searcher is not None]
+    for searcher in searchers:
+        try:
+            searcher.close()
+        except Exception:
+            log.exception("cannot close a replaced state of the index")
+    return len(searchers)
+
+
 class _RetiredSearchers:
     """Closes and frees the searchers that a new state replaced, on a thread of its own.
     Freeing one (its FAISS index mapped from the file, its BM25 arrays) takes 8-35 ms at 100,000
@@ -102,10 +114,15 @@ class _RetiredSearchers:
         self._queue.put(searcher)
 
     def _run(self) -> None:
-        while (searcher := self._queue.get()) is not None:
-            searcher.close()
-            time.sleep(RETIRED_GRACE_S)
-            del searcher  # the last reference, as a rule: its memory is freed on this thread
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]  # then whatever else waits: one grace for all of them
+            while not self._queue.empty():
+                batch.append(self._queue.get())
+            stopping = None in batch
+            if _close_each(batch):
+                time.sleep(RETIRED_GRACE_S)
+            del batch  # the last references, as a rule: their memory is freed here
 
     def stop(self) -> None:
         """Close what was put so far, then end the thread."""

@@ -4,6 +4,7 @@ and hybrid reranking of CQA candidates."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -49,6 +50,15 @@ def test_scores_do_not_depend_on_how_spread_the_ids_are():
     for query in ("visa renewal in doha", "cheap pizza", "nothing"):
         np.testing.assert_array_equal(close.scores(query), spread.scores(query))
     assert [doc // 100_000 for doc, _ in spread.top("visa renewal", 5)] == [12, 10]
+
+
+def test_postings_of_a_question_the_index_does_not_hold_are_refused():
+    index = LexicalIndex.build(DOCS.items())
+    held = index.doc_ids != 12  # 12's postings stay, inside the ids' span: a gap in the table
+    for foreign in (replace(index, doc_ids=index.doc_ids[held], doc_lengths=index.doc_lengths[held]),
+                    replace(index, posting_docs=np.where(index.posting_docs == 12, 15, index.posting_docs))):
+        with pytest.raises(ValueError, match="does not hold"):
+            foreign.scores("visa")
 
 
 def test_updates_equal_a_fresh_build_and_survive_a_round_trip(tmp_path):

@@ -194,6 +194,34 @@ def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_sear
     assert list(closed_on.values()) == ["MainThread"]  # the current one, by close()
 
 
+def test_a_replaced_state_that_cannot_be_closed_leaves_the_next_ones_closed(tmp_path, caplog):
+    from askalike.retrieval.live import LiveSearcher
+
+    opened: list[object] = []
+    closed: list[object] = []
+
+    class State:
+        encoder = None
+
+        def __init__(self) -> None:
+            opened.append(self)
+
+        def close(self) -> None:
+            if self is opened[0]:
+                raise OSError("device gone")
+            closed.append(self)
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    live = LiveSearcher(tmp_path, lambda encoder: State())
+    for spaces in range(1, 4):
+        manifest.write_text("{}" + " " * spaces)  # a new state: the one before is retired
+        live.refresh(wait=True)
+    live.close()
+    assert sorted(map(id, closed)) == sorted(map(id, opened[1:]))  # all but the one that failed
+    assert "cannot close a replaced state" in caplog.text
+
+
 @pytest.mark.reliability("a server starts loading while a write commits: it reads the manifest just "
                          "before the writer replaces it and removes the files it named",
                          "the server opens the new state and answers; a state that fails to open "
