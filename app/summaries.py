@@ -128,8 +128,9 @@ def delete_summary(index_dir: str, deleted: int, excluded: bool) -> list[str]:
         return [f"{index_dir}: deleted {plural(deleted, 'question')}, kept out of later index runs "
                 "of their source files"]
     return [f"{index_dir}: deleted {plural(deleted, 'question')}",
-            "indexing their source file again adds them back while it holds them: take them out of "
-            "the file too, or delete with --exclude"]
+            "a question from a source file comes back when that file is indexed again while it holds "
+            "it: take it out of the file too, or delete with --exclude (one written through the API "
+            "stays deleted)"]
 
 
 def ranking_figures(figures: Mapping[str, float], prefix: str = "") -> str:

@@ -107,7 +107,9 @@ class OpenIndex:
         self.store.close()
 
 
-def _require_manifest(index_dir: Path) -> Manifest:
+def require_manifest(index_dir: Path) -> Manifest:
+    """The manifest of the index in ``index_dir``; IndexDirectoryError, saying what to run, where
+    there is none."""
     if not index_dir.is_dir():
         raise IndexDirectoryError(f"{index_dir}: no index here; build one with "
                                   f"`askalike index SOURCE --model MODEL --index {index_dir}`")
@@ -126,7 +128,7 @@ def open_index(index_dir: Path, database: str | None = None, lexical: bool = Fal
     now too. A writer may switch the manifest while we read: when a file it named is already
     gone, the new manifest is read once more."""
     for attempt in range(2):
-        manifest = _require_manifest(index_dir)
+        manifest = require_manifest(index_dir)
         try:
             index = load_faiss(index_dir, manifest, mapped=True)
             words = load_lexical(index_dir, manifest) if lexical and manifest.lexical_file else None
@@ -139,7 +141,7 @@ def open_index(index_dir: Path, database: str | None = None, lexical: bool = Fal
 
 def recorded_verdicts(index_dir: Path, database: str | None = None) -> list[Verdict]:
     """The verdicts people gave on pairs of the index's questions (``Store.verdicts``)."""
-    _require_manifest(index_dir)
+    require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
         return store.verdicts()
 
@@ -161,7 +163,7 @@ def _disk_bytes(path: Path) -> int:
 
 
 def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
-    manifest = _require_manifest(index_dir)
+    manifest = require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
         by_source = store.counts_by_source()
         generation = store.generation()
@@ -217,7 +219,7 @@ def check_index(index_dir: Path, database: str | None = None, deep: bool = False
     vector sound and its question's (``untrusted_vectors``; ``deep``: a sample embedded again)?"""
     report = CheckReport(str(index_dir))
     require_no_writer(index_dir, CHECK_LATER)  # a run in progress is not an interrupted one
-    manifest = _require_manifest(index_dir)
+    manifest = require_manifest(index_dir)
     with _open_store(index_dir, database) as store:
         try:
             _compare(index_dir, manifest, store, report, deep)

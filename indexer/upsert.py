@@ -13,7 +13,7 @@ write at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,12 +108,11 @@ def _waiting(action: Callable[[], T], wait_s: float) -> T:
             time.sleep(LOCK_POLL_S)
 
 
-def stored_source(store: Store, name: str) -> str:
-    """The stored source that ``name`` means: a source's whole name, or its file name (as
-    ``search --source`` matches); ``name`` itself for a source not stored yet, which must not be
-    a path (a file's source is made by ``askalike index``; index runs leave the API's alone)."""
-    matches = [source for source in store.counts_by_source()
-               if source == name or source.endswith("/" + name)]
+def stored_source(sources: Collection[str], name: str) -> str:
+    """The stored source (of ``sources``) that ``name`` means: a source's whole name, or its file
+    name (as ``search --source`` matches); ``name`` itself for a source not stored yet, which must
+    not be a path (a file's source is made by ``askalike index``; index runs leave the API's alone)."""
+    matches = [source for source in sources if source == name or source.endswith("/" + name)]
     if len(matches) > 1 and name not in matches:
         raise StoreError(f"source {name!r} matches {len(matches)} sources: give its whole path")
     if not matches and is_file_source(name):
@@ -144,7 +143,8 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
             if recorded is not None:
                 require_same_encoder(recorded, identity, str(index_dir),
                                      "write with the index's own model", IndexDirectoryError)
-            source = stored_source(store, source)
+            sources = list(store.counts_by_source())
+            source = stored_source(sources, source)
             stored = store.questions_with_ids(source, [q.external_id for q in questions])
             pending, row_ids, field_edits = [], [], []
             for question in questions:
@@ -157,6 +157,9 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
                 else:
                     report.unchanged += 1
             report.added = sum(row_id is None for row_id in row_ids)
+            report.warnings = _ids_of_other_sources(store, source, sources, [
+                question.external_id for question, row_id in zip(pending, row_ids, strict=True)
+                if row_id is None])
             report.reembedded = len(row_ids) - report.added
             report.metadata_updated = len(field_edits)
             if not pending and not field_edits:
@@ -173,6 +176,20 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
                                                 url, manifest, only_added=only_added)
             report.total = manifest.count
     return report
+
+
+def _ids_of_other_sources(store: Store, source: str, sources: Collection[str],
+                          added: Sequence[str]) -> list[str]:
+    """Warnings for ids just added to ``source`` that other stored ``sources`` hold too: a write
+    meant to replace one of those questions added a second one instead."""
+    others = [name for name in sources if name != source] if added else []
+    shared: dict[str, list[str]] = {}
+    for other, external_id, _ in store.shared_ids(added, others):  # a file by its name, as search shows it
+        shared.setdefault(Path(other).name if is_file_source(other) else other, []).append(external_id)
+    return [f"{len(ids)} of the ids added to source {source!r} are also ids of {other!r} (e.g. "
+            f"{', '.join(map(repr, ids[:3]))}): to replace those, send the questions with "
+            f"source={other}; reads and deletes of these ids now need source= to pick one"
+            for other, ids in shared.items()]
 
 
 def delete_question(index_dir: Path, external_id: str, source: str | None = None,

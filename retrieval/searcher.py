@@ -418,8 +418,8 @@ class Searcher:
     def why_nothing(self, filters: SearchFilters) -> str:
         """Why a filtered search found nothing, in words: of several filters, each one without
         which questions would match (the one that empties the result); then what the index holds
-        of what the filters ask for (its categories, the values of a --where field, the span of
-        its dates)."""
+        of what the filters ask for (its sources, its categories, the values of a --where field,
+        the span of its dates)."""
         store, reasons = self.index.store, []
         window, no_window = filters.window, (None, None)
         given = {"source": bool(filters.sources), "category": bool(filters.categories),
@@ -433,6 +433,10 @@ class Searcher:
                     where=() if kind == "metadata" else filters.where))
                 if count:
                     reasons.append(f"without the {kind} filter, {count:,} would match")
+        if filters.sources:
+            counts = store.counts_by_source()
+            reasons.append("its sources: " + _listed({self.source_label(source): count
+                                                       for source, count in counts.items()}))
         if filters.categories:
             have = store.category_counts()
             reasons.append(f"its categories: {_listed(have)}" if have else

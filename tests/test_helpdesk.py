@@ -82,12 +82,15 @@ def test_where_filters_on_any_metadata_column(helpdesk):
 
 
 @pytest.mark.reliability("a search whose filters match nothing", "names what the index holds: its "
-                         "categories, the values of a --where column, or that it holds no dates")
+                         "sources, its categories, the values of a --where column, or that it holds "
+                         "no dates")
 def test_a_filter_that_matches_nothing_says_what_there_is(helpdesk, tmp_path, tiny_model):
     index_dir, _ = helpdesk
     result = invoke("search", "card", "--index", index_dir, "--category", "Accounts")
     assert result.exit_code == 0
     assert "Billing (10)" in result.stdout and "Sales (10)" in result.stdout
+    result = invoke("search", "card", "--index", index_dir, "--source", "export-week9.csv")
+    assert "its sources: export-week1.csv (30)" in " ".join(result.stdout.split())
     result = invoke("search", "card", "--index", index_dir, "--where", "team=Accounts")
     assert "team: Billing (10)" in " ".join(result.stdout.split())
     # of two filters, the one that empties the result is named: every Billing case is before April

@@ -157,6 +157,11 @@ def test_api_writes_are_validated_as_file_rows(built, tmp_path, row):
      "400, as the CLI refuses it"),
     ("a NUL in a query of `POST /search`", ("post", "/search", {"json": {"queries": ["a\u0000b"]}}), 400,
      r"query 1 holds a NUL character", "400"),
+    ("questions posted as a form (curl's default `-d` type)",
+     ("post", "/questions", {"content": b'{"id": "x7", "subject": "s"}',
+                             "headers": {**WRITE, "content-type": "application/x-www-form-urlencoded"}}),
+     400, r"^the body is not JSON: send the questions with Content-Type: application/json$",
+     "400 naming the content type to send, not `expected a JSON object, got bytes`"),
 ])
 def test_bad_requests_are_one_clear_line(reader_client, case, request_args, status, message, behaviour):
     method, url, options = request_args
@@ -216,7 +221,14 @@ def test_serve_on_a_port_in_use_says_so_first(built):
 
 def test_an_id_in_two_sources_names_the_parameter_that_picks_one(built, tmp_path):
     with serving(built[0], tmp_path) as client:
-        client.post("/questions", json={"id": "q1", "subject": "the api's own q1"}, headers=WRITE)
+        added = client.put("/questions/q1", json={"subject": "the api's own q1"}, headers=WRITE).json()
+        assert added["added"] == 1 and added["warnings"] == [
+            "1 of the ids added to source 'api' are also ids of 'questions.jsonl' (e.g. 'q1'): to "
+            "replace those, send the questions with source=questions.jsonl; reads and deletes of these "
+            "ids now need source= to pick one"]
+        replaced = client.put("/questions/q2", params={"source": "questions.jsonl"}, headers=WRITE,
+                              json={"subject": "q2 replaced in its file's source"}).json()
+        assert (replaced["added"], replaced["reembedded"], replaced["warnings"]) == (0, 1, [])
         answer = client.get("/questions/q1")
         assert answer.status_code == 404
         assert answer.json()["error"].endswith("2 sources (questions.jsonl, api): name one with ?source=")

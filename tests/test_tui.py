@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import QUIET, ROOT, TOPICS, collection, write_jsonl
+from helpers import QUIET, ROOT, TOPICS, assert_one_line_error, collection, invoke, write_jsonl
 from textual.geometry import Region
 from textual.widgets import DataTable, Input, SelectionList
 
@@ -59,6 +59,12 @@ def index_dir(tmp_path_factory, steep_model) -> Path:
     index_sources(directory / "index", [directory / "forum.jsonl", directory / "threads.xml"],
                   str(steep_model), options=QUIET)
     return directory / "index"
+
+
+def test_the_tui_refuses_to_start_without_an_index_or_a_terminal(index_dir, tmp_path):
+    """Started from a script or a pipe it would wait for keys forever (and spin a core)."""
+    assert_one_line_error(invoke("tui", "--index", tmp_path / "nothere"), "no index here")
+    assert_one_line_error(invoke("tui", "--index", index_dir), "needs a terminal")
 
 
 def synchronously(test):

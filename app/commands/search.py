@@ -27,6 +27,7 @@ from askalike.app.options import (
 from askalike.app.output import plain, print_lines
 from askalike.app.progress import progress_bars
 from askalike.app.safe_text import json_line
+from askalike.core.errors import UserError
 from askalike.core.model_dir import DEFAULT_MODEL
 from askalike.core.numbers import share
 from askalike.indexer.choices import DEFAULT_INDEX_DIR
@@ -217,8 +218,9 @@ def search(
 ) -> None:
     """Search an index by meaning, by words or both; or (--like ID) for more like a question.
 
-    The table shows each hit's id (what `show` and `delete` take) and its match, which falls as
-    the rank does in every mode."""
+    The table shows each hit's id (what `show` and `delete` take) and its match: how likely it
+    asks the same question, from the two vectors' cosine in every mode (lexical and hybrid rank by
+    their own scores, so there a lower hit may show a higher match)."""
     from askalike.retrieval.results import Shown
     from askalike.retrieval.searcher import Searcher, where_filters
 
@@ -346,7 +348,8 @@ def similar(
     as_json: JsonOption = False,
 ) -> None:
     """Whether two texts ask the same question: the match search shows (how likely they do, by
-    the model's calibrated judge) and the verdict at 50%, what duplicates and --collapse decide."""
+    the model's calibrated judge) and the verdict at 50%, what duplicates and --collapse decide.
+    Give --model your index's model (`index-info` names it) to judge as its search does."""
     import numpy as np
 
     from askalike.core.loader import load_encoder
@@ -392,10 +395,15 @@ def tui(
 ) -> None:
     """Browse the index by meaning in a full-screen terminal app (? lists the keys)."""
     from askalike.app.tui import SearchApp  # Textual loads only for the TUI
+    from askalike.indexer.directory import require_manifest
     from askalike.retrieval.searcher import Searcher
 
     settings = _search_settings(ef_search, nprobe, k_factor)
     with user_errors():
         lowest = None if min_match is None else share(min_match)
+        require_manifest(index_dir)
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):  # else it waits for keys that never come
+            raise UserError("askalike tui needs a terminal to read keys from and draw in: run it in "
+                            "one (`askalike search` answers a script or a pipe)")
     SearchApp(lambda: Searcher(index_dir, database, settings=settings), k=k, mode=mode, min_match=lowest,
               collapse=collapse).run()

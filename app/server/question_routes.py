@@ -44,7 +44,7 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
         report = upsert_questions(live.index_dir, questions, encoder, identity, source,
                                   loaded.settings.database, limits.lock_wait_s,
                                   commit_guard=lambda changes_text: live.committing(exclusive=changes_text))
-    report.warnings = warnings
+    report.warnings = warnings + report.warnings
     return report.as_json()
 
 
@@ -73,6 +73,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
                        date_format: WriteDateFormat = None) -> dict[str, Any]:
         """Add questions, or replace those with the same id in ``source``: all or none of them,
         each validated as `askalike index` validates a row of a JSON Lines file."""
+        if isinstance(questions, bytes):  # what FastAPI hands over for a body of another type
+            raise HTTPException(400, "the body is not JSON: send the questions with "
+                                     "Content-Type: application/json")
         records = questions if isinstance(questions, list) else [questions]
         return _write(loaded, limits, records, source, date_format)
 
