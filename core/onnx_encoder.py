@@ -84,13 +84,23 @@ def pretrained_tokenizer(name: str) -> Tokenize:
     return SubwordTokenizer(PRETRAINED[name](), PRETRAINED_MAX_LENGTH)
 
 
-def _session(model_file: Path, threads: int | None) -> Any:
+def usable_cores() -> int:
+    """The CPUs this process may run on (``taskset``, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        return os.cpu_count() or 1
+
+
+def _session(model_file: Path, threads: int) -> Any:
+    """A session of ``threads`` threads. (Always a count: left to itself, ONNX Runtime starts a
+    thread per physical core of the machine and pins each to its core, outside the CPUs that
+    ``taskset`` gave the process.)"""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads is not None:
-        options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads
     try:
         return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ONNX Runtime raises its own exception types for a damaged file
@@ -110,9 +120,9 @@ class OnnxEncoder(BatchedEncoder):
     max_batch = 8
 
     def __init__(self, kind: str, model_file: Path, tokenize: Tokenize, threads: int | None) -> None:
-        self.session = _session(model_file, threads)
+        self.cores = threads or usable_cores()  # single-threaded sessions for many batches
+        self.session = _session(model_file, self.cores)
         self.model_file, self.kind, self.tokenize = model_file, kind, tokenize
-        self.cores = threads or os.cpu_count() or 1  # single-threaded sessions for many batches
         self._parallel: queue.SimpleQueue[Any] | None = None  # made on the first run of many
         self._making = threading.Lock()
         self.input_names = [node.name for node in self.session.get_inputs()]

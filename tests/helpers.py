@@ -157,14 +157,43 @@ def stored_count(database: Path) -> int:
         return -1
 
 
+# Runs ``askalike ARGS`` with Store.write stopping the process (SIGSTOP) once a commit leaves at
+# least ROWS questions stored: a kill "mid-embedding" then lands there whatever the machine's speed.
+_STOP_AFTER_ROWS = """
+import os, signal, sys
+from askalike.indexer.store import Store
+rows = int(sys.argv.pop(1))
+write = Store.write
+def write_then_stop(self, *args, **kwargs):
+    inserted = write(self, *args, **kwargs)
+    if self.count() >= rows:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return inserted
+Store.write = write_then_stop
+from askalike.app.cli import main
+sys.argv[0] = "askalike"
+main()
+"""
+
+
+def stopping_at_rows(command: list[str], rows: int) -> list[str]:
+    """``command`` (an ``index_command``) made to stop itself once ``rows`` questions are stored."""
+    assert command[1:3] == ["-m", "askalike.app"], command
+    return [command[0], "-c", _STOP_AFTER_ROWS, str(rows), *command[3:]]
+
+
 def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay: float) -> None:
-    """SIGKILL once the store holds ``rows`` questions, or after ``delay`` seconds."""
+    """SIGKILL once the store holds ``rows`` questions (the process must run ``stopping_at_rows``
+    and stops itself there), or after ``delay`` seconds."""
+    if rows is not None:
+        _, status = os.waitpid(process.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), f"the index run ended ({status}) before {rows} questions were stored"
+        assert stored_count(database) >= rows
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        return
     started = time.monotonic()
-    while process.poll() is None:
-        if rows is not None and stored_count(database) >= rows:
-            break
-        if rows is None and time.monotonic() - started >= delay:
-            break
+    while process.poll() is None and time.monotonic() - started < delay:
         time.sleep(0.002)
     if process.poll() is None:
         os.kill(process.pid, signal.SIGKILL)

@@ -4,6 +4,7 @@ the writer lock, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import faiss
 import numpy as np
@@ -26,6 +27,7 @@ from askalike.indexer.build import IndexOptions, index_sources
 from askalike.indexer.choices import OnError
 from askalike.indexer.database import StoreError
 from askalike.indexer.directory import check_index, index_info, open_index, repair_index
+from askalike.indexer.embedding import InProcessEngine
 from askalike.indexer.index_types import IndexBuildError
 from askalike.indexer.layout import IndexDirectoryError, index_lock
 from askalike.indexer.manifest import read_manifest
@@ -286,3 +288,28 @@ def test_delete_by_the_users_ids_is_all_or_nothing(tmp_path, tiny_model):
     assert delete_questions(index_dir, ["q1"], source="b.jsonl") == 1
     assert check_index(index_dir).ok and index_info(index_dir)["questions"] == 10
     assert "q5" not in search_ids(index_dir, collection(10)[5]["body"], 10)
+
+
+def test_the_in_process_engine_encodes_the_next_chunk_while_the_last_is_stored():
+    """Each chunk's vectors come back in order, as ``encode`` gives them; the next chunk is
+    already encoding while the caller holds (stores) the last; a run closed early reads no
+    further chunk."""
+    started = [threading.Event() for _ in range(3)]
+
+    class Recording:
+        def encode(self, texts, batch_size=256, normalize=True):
+            started[int(texts[0])].set()
+            return np.full((len(texts), 2), float(texts[0]), dtype=np.float32)
+
+    def chunks():
+        return ([str(number)] * (number + 1) for number in range(3))
+
+    engine = InProcessEngine(Recording(), 8)
+    assert [v.tolist() for v in engine.embed(chunks())] == [[[float(n)] * 2] * (n + 1) for n in range(3)]
+    for event in started:
+        event.clear()
+    vectors = engine.embed(chunks())
+    assert next(vectors).tolist() == [[0.0, 0.0]]
+    assert started[1].wait(timeout=60)  # chunk 1 encodes while the caller stores chunk 0
+    vectors.close()
+    assert not started[2].is_set()

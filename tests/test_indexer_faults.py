@@ -14,6 +14,7 @@ from helpers import (
     index_command,
     kill_when,
     run_index,
+    stopping_at_rows,
     stored_count,
     stored_state,
     write_jsonl,
@@ -57,8 +58,10 @@ def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay
     database = index_dir / "askalike.sqlite3"
     run_index(*index_command(half, index_dir, tiny_model, "--prune", "--yes"))  # the previous index
 
-    process = subprocess.Popen(index_command(source, index_dir, tiny_model, "--prune", "--yes"), cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = index_command(source, index_dir, tiny_model, "--prune", "--yes")
+    if rows is not None:
+        command = stopping_at_rows(command, rows)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_when(process, database, rows, delay)
     if rows is not None:  # killed mid-embedding, with part of the new questions committed
         assert rows <= stored_count(database) < QUESTIONS

@@ -6,6 +6,9 @@ than the search itself)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -122,6 +125,32 @@ def test_a_transformer_saved_without_its_export_is_exported_once_by_the_command(
     vectors = load_encoder(directory).encode(TEXTS)
     assert np.min(np.sum(vectors * load_model(directory).encoder.encode(TEXTS), axis=1)) > 0.98
     assert not export_once(directory)  # once: nothing to do the second time
+
+
+# Encodes in a process confined to one CPU, then prints the CPUs each of its threads may run on.
+CONFINED_ENCODING = """
+import glob, os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})
+from askalike.core.loader import load_encoder
+encoder = load_encoder(sys.argv[2])
+encoder.encode(["one question?"])
+encoder.encode([f"question number {n}?" for n in range(40)])
+for status in glob.glob("/proc/self/task/*/status"):
+    print([line.split()[1] for line in open(status) if line.startswith("Cpus_allowed_list")][0])
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_an_onnx_encoder_computes_on_the_cpus_the_process_was_given():
+    """Confined to one CPU (as by taskset), the encoder starts no thread elsewhere: ONNX Runtime
+    left to its default count pins a thread to each physical core of the machine."""
+    cpu = min(os.sched_getaffinity(0))
+    model = ROOT / "models" / "accurate"
+    result = subprocess.run([sys.executable, "-c", CONFINED_ENCODING, str(cpu), str(model)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert set(result.stdout.split()) == {str(cpu)}
 
 
 @pytest.mark.slow
