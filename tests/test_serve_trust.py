@@ -17,6 +17,9 @@ from askalike.indexer.directory import check_index
 from askalike.indexer.store import Store
 
 JSON = {"content-type": "application/json"}
+FORM = {**WRITE, "content-type": "application/x-www-form-urlencoded"}  # curl -d's type
+FORM_REFUSED = (r"^the body is not JSON \(Content-Type: application/x-www-form-urlencoded\): send it with "
+                r"Content-Type: application/json$")
 
 
 def _csv(path, rows):
@@ -158,10 +161,17 @@ def test_api_writes_are_validated_as_file_rows(built, tmp_path, row):
     ("a NUL in a query of `POST /search`", ("post", "/search", {"json": {"queries": ["a\u0000b"]}}), 400,
      r"query 1 holds a NUL character", "400"),
     ("questions posted as a form (curl's default `-d` type)",
-     ("post", "/questions", {"content": b'{"id": "x7", "subject": "s"}',
-                             "headers": {**WRITE, "content-type": "application/x-www-form-urlencoded"}}),
-     400, r"^the body is not JSON: send the questions with Content-Type: application/json$",
-     "400 naming the content type to send, not `expected a JSON object, got bytes`"),
+     ("post", "/questions", {"content": b'{"id": "x7", "subject": "s"}', "headers": FORM}),
+     400, FORM_REFUSED, "400 naming the content type to send, not `expected a JSON object, got bytes`"),
+    ("a question put as a form", ("put", "/questions/x7", {"content": b'{"subject": "s"}', "headers": FORM}),
+     400, FORM_REFUSED, "400, not 422 `Input should be a valid dictionary`"),
+    ("a search posted as a form", ("post", "/search", {"content": b'{"queries": ["visa"]}', "headers": FORM}),
+     400, FORM_REFUSED, "400, not 422 `Input should be a valid dictionary`"),
+    ("a verdict posted as plain text",
+     ("post", "/verdicts", {"content": b'{"first": "a", "second": "b", "same": true}',
+                            "headers": {**WRITE, "content-type": "text/plain"}}),
+     400, r"^the body is not JSON \(Content-Type: text/plain\): send it with Content-Type: application/json$",
+     "400, not 422"),
 ])
 def test_bad_requests_are_one_clear_line(reader_client, case, request_args, status, message, behaviour):
     method, url, options = request_args

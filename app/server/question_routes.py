@@ -73,9 +73,6 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
                        date_format: WriteDateFormat = None) -> dict[str, Any]:
         """Add questions, or replace those with the same id in ``source``: all or none of them,
         each validated as `askalike index` validates a row of a JSON Lines file."""
-        if isinstance(questions, bytes):  # what FastAPI hands over for a body of another type
-            raise HTTPException(400, "the body is not JSON: send the questions with "
-                                     "Content-Type: application/json")
         records = questions if isinstance(questions, list) else [questions]
         return _write(loaded, limits, records, source, date_format)
 
