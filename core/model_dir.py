@@ -12,6 +12,7 @@ Queries get a model's encoder from ``core.loader``, training its torch model fro
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -100,6 +101,11 @@ def pretrained_name(spec: str | Path) -> str | None:
 def read_model_config(directory: Path) -> dict[str, Any]:
     """A model directory's config.json, or a ModelError saying why it is not a model."""
     config_path = directory / "config.json"
+    if not directory.exists():
+        close = difflib.get_close_matches(directory.name, SHIPPED_MODELS, n=1)
+        hint = f"did you mean {close[0]}? " if close and len(directory.parts) == 1 else ""
+        raise ModelError(f"{directory}: no such model directory ({hint}the shipped models: "
+                         f"{', '.join(SHIPPED_MODELS)}; a peer: pretrained:NAME)")
     if not config_path.is_file():
         raise ModelError(f"{directory}: not a model directory (no config.json)")
     try:

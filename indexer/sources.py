@@ -314,7 +314,9 @@ def _delimited_rows(path: Path, columns: Columns) -> Iterator[Row]:
             return
         except csv.Error as err:
             # the reader cannot resynchronise after broken quoting: the rest of the file is lost
-            raise DataError(path, f"broken quoting: {err}", start) from None
+            raise DataError(path, f"broken quoting: {err} (the rows after it cannot be told apart, "
+                                  "so not even --on-error skip can go past it: fix the quotes)",
+                            start) from None
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(layout.header):

@@ -94,6 +94,9 @@ def test_index_bad_row_exits_2_naming_the_line(tmp_path, tiny_model):
                                  "--index", str(tmp_path / "index")])
     assert result.exit_code == 2
     assert "q.csv:3: broken quoting" in result.stderr and "Traceback" not in result.output
+    skipping = runner.invoke(app, ["index", str(source), "--model", str(tiny_model), "--on-error", "skip",
+                                   "--index", str(tmp_path / "index")])
+    assert skipping.exit_code == 2 and "not even --on-error skip can go past it" in skipping.stderr
 
 
 def test_check_fails_on_a_damaged_index(tmp_path, tiny_model):

@@ -109,8 +109,12 @@ def test_pretrained_backbone_orders_similar_questions(tmp_path):
     assert again[0] @ model.encoder.encode(["How can I renew my residence permit?"])[0] > 0.999
 
 
-def test_bad_model_specs():
+def test_bad_model_specs(tmp_path):
     with pytest.raises(ModelError, match="unknown pretrained"):
         load_model("pretrained:nope")
-    with pytest.raises(ModelError, match="not a model directory"):
+    with pytest.raises(ModelError, match=r"^/nonexistent: no such model directory \(the shipped models"):
         load_model("/nonexistent")
+    with pytest.raises(ModelError, match=r"^fastt: no such model directory \(did you mean fast\? "):
+        load_model("fastt")
+    with pytest.raises(ModelError, match=r"not a model directory \(no config\.json\)"):
+        load_model(str(tmp_path))
