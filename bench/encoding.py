@@ -76,6 +76,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="compute threads of every system (default: one a core)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each system, order alternating")
+    parser.add_argument("--section", default="encoding",
+                        help="the report's section in docs/benchmarks.md (another machine's: another name)")
+    parser.add_argument("--title", default="", help="what the section's title adds (e.g. the machine)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     options = ["--questions", str(args.questions), "--batch-one-questions", str(args.batch_one_questions),
@@ -109,10 +112,13 @@ def main() -> None:
             "when each of its runs started.\n\n"
             + markdown_table(["model", "batch 1 sent/s", "vs MiniLM", "batch 256 sent/s", "vs MiniLM",
                               "load avg 1 min"], rows))
-    write_section("encoding", "Encoding throughput", "python -m bench.encoding "
+    title = "Encoding throughput" + (f" ({args.title})" if args.title else "")
+    write_section(args.section, title, "python -m bench.encoding "
                   + " ".join(f"--model {m}" for m in args.model)
                   + f" --questions {args.questions} --batch-one-questions {args.batch_one_questions}"
-                  + f" --threads {args.threads} --rounds {args.rounds}", body)
+                  + f" --threads {args.threads} --rounds {args.rounds}"
+                  + (f" --section {args.section}" if args.section != "encoding" else "")
+                  + (f" --title '{args.title}'" if args.title else ""), body)
 
 
 if __name__ == "__main__":

@@ -265,6 +265,31 @@ def test_an_int8_matmul_of_the_export_rounds_each_token_on_a_scale_of_its_own(tm
         assert np.array_equal(session.run(None, {"x": inputs[batch:batch + 1]})[0][0], products[batch])
 
 
+def test_the_int8_products_of_the_exports_ranges_are_exact_on_this_cpu():
+    """``MatMulInteger`` of the largest activations (uint8 255, zero point 128) and the largest
+    7-bit weights equals the int64 product on this machine's kernel. Without VNNI, ONNX Runtime's
+    u8 x s8 kernel adds pairs of products in int16: 2 x 255 x 127 would saturate (wrong sums
+    on such a CPU, measured), 2 x 255 x 63 cannot."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    depth, width = 384, 64
+    weights = np.full((depth, width), TOKEN_WEIGHT_LEVELS, np.int8)
+    weights[:, 1::2] = -TOKEN_WEIGHT_LEVELS
+    activations = np.full((8, depth), 255, np.uint8)
+    activations[1] = 0
+    activations[2] = np.random.default_rng(3).integers(0, 256, depth, dtype=np.uint8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "w", "zero"], ["y"])], "one_product",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [None, depth])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [None, width])],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(np.array(128, np.uint8), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = (activations.astype(np.int64) - 128) @ weights.astype(np.int64)
+    assert np.array_equal(session.run(None, {"a": activations})[0], expected)
+
+
 def test_the_fused_attention_is_rewritten_to_an_int8_projection_then_the_same_attention(tmp_path):
     """ONNX Runtime's fused ``Attention`` (projection + attention, padding by lengths) becomes the
     int8 projection and ``MultiHeadAttention``: the same as the fused kernel on the rounded input
