@@ -182,13 +182,18 @@ def stopping_at_rows(command: list[str], rows: int) -> list[str]:
     return [command[0], "-c", _STOP_AFTER_ROWS, str(rows), *command[3:]]
 
 
+def wait_until_stopped(process: subprocess.Popen, database: Path, rows: int) -> None:
+    """Wait for a ``stopping_at_rows`` run to stop itself, ``rows`` questions or more stored."""
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), f"the index run ended ({status}) before {rows} questions were stored"
+    assert stored_count(database) >= rows
+
+
 def kill_when(process: subprocess.Popen, database: Path, rows: int | None, delay: float) -> None:
     """SIGKILL once the store holds ``rows`` questions (the process must run ``stopping_at_rows``
     and stops itself there), or after ``delay`` seconds."""
     if rows is not None:
-        _, status = os.waitpid(process.pid, os.WUNTRACED)
-        assert os.WIFSTOPPED(status), f"the index run ended ({status}) before {rows} questions were stored"
-        assert stored_count(database) >= rows
+        wait_until_stopped(process, database, rows)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         return

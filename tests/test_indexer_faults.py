@@ -4,6 +4,7 @@ the state (rows and vector bytes) of a run that was never interrupted."""
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 
 import pytest
@@ -17,6 +18,7 @@ from helpers import (
     stopping_at_rows,
     stored_count,
     stored_state,
+    wait_until_stopped,
     write_jsonl,
 )
 
@@ -74,3 +76,26 @@ def test_kill_9_then_rerun_equals_a_clean_run(clean_run, tiny_model, rows, delay
     report = check_index(index_dir)
     assert report.ok, report.problems
     assert report.vectors == QUESTIONS
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_what_the_run_kept_and_the_same_command_goes_on(clean_run, tiny_model):
+    """Ctrl-C (SIGINT) mid-embedding: exit 130 with one line saying that the embedded questions
+    are stored and how to go on; the same command then ends as an uninterrupted run."""
+    directory, half, source, expected = clean_run
+    index_dir = directory / "interrupted"
+    database = index_dir / "askalike.sqlite3"
+    run_index(*index_command(half, index_dir, tiny_model, "--prune", "--yes"))
+    command = stopping_at_rows(index_command(source, index_dir, tiny_model, "--prune", "--yes"), 2000)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    wait_until_stopped(process, database, 2000)
+    process.send_signal(signal.SIGINT)  # pending until the run goes on, right after its commit
+    process.send_signal(signal.SIGCONT)
+    _, errors = process.communicate(timeout=300)
+    assert process.returncode == 130, errors
+    assert errors.startswith("interrupted: the questions embedded so far are stored (--commit-every at a "
+                             "time); run the same command to go on from there."), errors
+    assert 2000 <= stored_count(database) < QUESTIONS
+    run_index(*index_command(source, index_dir, tiny_model, "--prune", "--yes"))
+    assert stored_state(index_dir, f"sqlite:///{database}") == expected

@@ -124,8 +124,13 @@ def index(
                                            **({"category": category_column} if category_column else {})))
     with user_errors():
         spec = model and with_onnx_export(model)
-        report = (plan_sources(index_dir, sources or [], database, options, spec) if dry_run
-                  else index_sources(index_dir, sources or [], spec, database, options))
+        try:
+            report = (plan_sources(index_dir, sources or [], database, options, spec) if dry_run
+                      else index_sources(index_dir, sources or [], spec, database, options))
+        except KeyboardInterrupt:  # Ctrl-C: what the run kept, and how it goes on
+            if not dry_run:
+                stderr.print(plain(INTERRUPTED), highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
     for problem in report.skipped:
         stderr.print(message_line("skipped", problem, "yellow"), highlight=False, soft_wrap=True)
     for warning in report.warnings:
@@ -140,6 +145,11 @@ def index(
     for question in report.would_remove:
         typer.echo(printable(f"would remove {question}", keep=""))
     print_lines(index_summary(report))
+
+
+INTERRUPTED = ("interrupted: the questions embedded so far are stored (--commit-every at a time); run "
+               "the same command to go on from there. Searches do not see this run's questions until "
+               "it ends.")
 
 
 def _prune_confirmation(yes: bool) -> Callable[[str], bool] | None:
