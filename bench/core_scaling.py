@@ -172,7 +172,8 @@ def main() -> None:
     ran.add_argument("inputs", type=Path)
     ran.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")) / "results.json")
     ran.add_argument("--model", default=str(ROOT / "models" / "accurate"))
-    ran.add_argument("--cores", type=int, nargs="+", default=[2, os.cpu_count() or 1])
+    ran.add_argument("--cores", type=int, nargs="+", default=sorted({2, len(os.sched_getaffinity(0))}),
+                     help="core counts to confine the runs to (default: 2 and all this process may use)")
     ran.add_argument("--rounds", type=int, default=1)
     one = commands.add_parser("child")
     one.add_argument("source", type=Path)

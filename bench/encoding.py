@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Sequence
 
@@ -117,8 +118,8 @@ def main() -> None:
                   + " ".join(f"--model {m}" for m in args.model)
                   + f" --questions {args.questions} --batch-one-questions {args.batch_one_questions}"
                   + f" --threads {args.threads} --rounds {args.rounds}"
-                  + (f" --section {args.section}" if args.section != "encoding" else "")
-                  + (f" --title '{args.title}'" if args.title else ""), body)
+                  + (f" --section {shlex.quote(args.section)}" if args.section != "encoding" else "")
+                  + (f" --title {shlex.quote(args.title)}" if args.title else ""), body)
 
 
 if __name__ == "__main__":

@@ -106,8 +106,10 @@ def int8_instructions() -> str:
     VNNI a MatMulInteger sums u8 x s8 products in int32 in one instruction."""
     try:
         flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
+                      if line.startswith("flags")), None)
     except OSError:
+        flags = None
+    if flags is None:  # no x86 flags line (another architecture, another system)
         return "instructions unknown"
     for flag, name in (("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI")):
         if flag in flags:

@@ -94,7 +94,7 @@ class IndexOptions:
     on_error: OnError = OnError.stop
     prune: bool = False
     batch_size: int = 256
-    commit_every: int = 2048  # questions per transaction: the most an interrupt can cost
+    commit_every: int = 2048  # questions per transaction: an interrupt loses two chunks' embedding at most
     show_progress: bool = True
     threads: int | None = None  # CPU threads for the encoder [default: all; a Ray task: 1]
     # the encoder of the run's model (the command's --device choice, e.g. torch on a GPU); it

@@ -30,8 +30,8 @@ class EmbeddingEngine(Protocol):
 @dataclass
 class InProcessEngine:
     """``--engine in-process``: in this process, one chunk at a time, the next one encoding on a
-    thread of its own while the caller stores the last (on 16 cores, storing a chunk between two
-    encodings would leave every core idle for a tenth of the run)."""
+    thread of its own while the caller stores the last, so that the cores do not wait while a
+    chunk is written to the database."""
 
     encoder: Encoder
     batch_size: int
@@ -47,5 +47,7 @@ class InProcessEngine:
                 encoding = following
             if encoding is not None:
                 yield encoding.result()
-        finally:  # an interrupted run waits for the chunk encoding now, not for those queued
-            ahead.shutdown(cancel_futures=True)
+        except BaseException:  # Ctrl-C, a failed chunk, a caller that stopped: no wait for the chunk
+            ahead.shutdown(wait=False, cancel_futures=True)  # being encoded, whose vectors are lost
+            raise
+        ahead.shutdown()

@@ -182,10 +182,16 @@ def stopping_at_rows(command: list[str], rows: int) -> list[str]:
     return [command[0], "-c", _STOP_AFTER_ROWS, str(rows), *command[3:]]
 
 
-def wait_until_stopped(process: subprocess.Popen, database: Path, rows: int) -> None:
-    """Wait for a ``stopping_at_rows`` run to stop itself, ``rows`` questions or more stored."""
-    _, status = os.waitpid(process.pid, os.WUNTRACED)
-    assert os.WIFSTOPPED(status), f"the index run ended ({status}) before {rows} questions were stored"
+def wait_until_stopped(process: subprocess.Popen, database: Path, rows: int, hang_s: float = 300) -> None:
+    """Wait for a ``stopping_at_rows`` run to stop itself, ``rows`` questions or more stored
+    (``hang_s``: a run that neither stops nor ends by then is taken as hung, as ``run_index``'s)."""
+    given_up = time.monotonic() + hang_s
+    while (waited := os.waitpid(process.pid, os.WNOHANG | os.WUNTRACED)) == (0, 0):
+        assert time.monotonic() < given_up, f"the index run neither stopped nor ended in {hang_s} s"
+        time.sleep(0.01)
+    status = waited[1]
+    assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGSTOP, \
+        f"the index run ended ({status}) before {rows} questions were stored"
     assert stored_count(database) >= rows
 
 

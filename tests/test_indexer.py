@@ -313,3 +313,26 @@ def test_the_in_process_engine_encodes_the_next_chunk_while_the_last_is_stored()
     assert started[1].wait(timeout=60)  # chunk 1 encodes while the caller stores chunk 0
     vectors.close()
     assert not started[2].is_set()
+
+
+def test_a_chunk_that_fails_to_encode_fails_the_run_at_its_turn():
+    """The chunks before it come back; its error comes when the caller asks for its vectors; no
+    chunk is read beyond the one read ahead."""
+    read = []
+
+    class FailingOnOne:
+        def encode(self, texts, batch_size=256, normalize=True):
+            if texts[0] == "1":
+                raise ValueError("chunk 1 cannot be encoded")
+            return np.zeros((len(texts), 2), dtype=np.float32)
+
+    def chunks():
+        for number in range(4):
+            read.append(number)
+            yield [str(number)]
+
+    vectors = InProcessEngine(FailingOnOne(), 8).embed(chunks())
+    assert next(vectors).shape == (1, 2)
+    with pytest.raises(ValueError, match="chunk 1 cannot be encoded"):
+        next(vectors)
+    assert read == [0, 1, 2]  # chunk 2 was read ahead while chunk 1 was asked for; 3 never

@@ -240,6 +240,9 @@ def test_writes_need_the_right_key(client, method, path, body):
         refused = send(path, headers=headers, **options)
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer", refused.json()
         assert KEY not in refused.text
+    if body is not None:  # the key first, then what the body is
+        as_text = send(path, content=json.dumps(body), headers={"content-type": "text/plain"})
+        assert as_text.status_code == 401, as_text.json()
     assert client.get("/ready").json()["questions"] == 200
     assert send(path, headers=WRITE, **options).status_code == 200
 

@@ -149,7 +149,7 @@ def index(
 
 INTERRUPTED = ("interrupted: the questions embedded so far are stored (--commit-every at a time); run "
                "the same command to go on from there. Searches do not see this run's questions until "
-               "it ends.")
+               "it ends. (Exiting once the chunk being encoded is done.)")
 
 
 def _prune_confirmation(yes: bool) -> Callable[[str], bool] | None:

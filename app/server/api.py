@@ -101,26 +101,39 @@ class StrictJsonRequest(Request):
 
 
 class StrictJsonRoute(APIRoute):
-    """The routes' class: their handlers read the body through ``StrictJsonRequest``."""
+    """The routes' class: their handlers read the body through ``StrictJsonRequest``, a body of
+    another type than JSON is refused, and so is a query parameter the route does not take."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
+        if BODY_METHODS & set(options.get("methods") or ()):
+            # last of the route's dependencies: a missing key answers 401/403 before a wrong type
+            options["dependencies"] = [*(options.get("dependencies") or ()), Depends(_require_json_body)]
+        super().__init__(path, endpoint, **options)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         known = sorted(_query_names(self.dependant))
 
-        takes_body = self.body_field is not None
-
         async def strict(request: Request) -> Response:
             unknown = [name for name in dict.fromkeys(request.query_params) if name not in known]
             if unknown:  # a misspelt parameter is refused, never ignored
                 return _error(422, unknown_parameters(unknown, known))
-            content_type = request.headers.get("content-type")
-            if takes_body and content_type is not None and not _is_json(content_type):
-                # FastAPI hands such a body over as bytes: refused here, named, for every route
-                return _error(400, f"the body is not JSON (Content-Type: {content_type}): send it "
-                                   "with Content-Type: application/json")
             return await handler(StrictJsonRequest(request.scope, request.receive))
 
         return strict
+
+
+BODY_METHODS = {"POST", "PUT", "PATCH"}
+
+
+async def _require_json_body(request: Request) -> None:
+    """A body sent as another type than JSON is refused, naming the type (FastAPI would hand it
+    to the endpoint as bytes: 'expected a JSON object, got bytes', or a 422 for a dict)."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and not _is_json(content_type):
+        media = content_type.split(";", 1)[0].strip()[:100]
+        raise HTTPException(400, f"the body is not JSON (Content-Type: {media}): send it with "
+                                 "Content-Type: application/json")
 
 
 def _is_json(content_type: str) -> bool:

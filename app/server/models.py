@@ -134,8 +134,8 @@ class Error(Answer):
 
 _ERRORS = {
     400: "bad input: a path or parameter that is not UTF-8 or holds a NUL, a body that is not JSON "
-         "as a JSON Lines row is read (a key written twice included) or is sent as another "
-         "Content-Type than application/json, a question `index` would refuse",
+         "as a JSON Lines row is read (a key written twice included) or is sent with a Content-Type "
+         "other than JSON (application/json, application/*+json), a question `index` would refuse",
     401: "no API key, or not one of the server's",
     403: "writes are disabled: the server has no API key",
     404: "no stored question has the id (or several sources have it and `source` names none of them)",
