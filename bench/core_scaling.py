@@ -45,20 +45,28 @@ def prepare(directory: Path, count: int) -> None:
     print(f"{directory / QUESTIONS}: {count:,} questions")
 
 
+def _siblings(cpu: int) -> list[int] | None:
+    """The hardware threads of ``cpu``'s physical core (Linux's topology list, e.g. "0,8" or
+    "0-1"), None where the system does not say."""
+    try:
+        listed = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list").read_text()
+    except OSError:
+        return None
+    threads: list[int] = []
+    for part in listed.strip().split(","):
+        first, _, last = part.partition("-")
+        threads += range(int(first), int(last or first) + 1)
+    return threads
+
+
 def spread_cpus(count: int) -> list[int]:
-    """``count`` of this process's CPUs, one per physical core first (Linux's topology files),
-    then the cores' other hardware threads."""
+    """``count`` of this process's CPUs, one per physical core first, then the cores' other
+    hardware threads."""
     allowed = sorted(os.sched_getaffinity(0))
 
-    def place(cpu: int) -> tuple[int, int, int]:
-        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        try:
-            siblings = (topology / "thread_siblings_list").read_text().strip()
-            first = int(siblings.replace("-", ",").split(",")[0])
-            package = int((topology / "physical_package_id").read_text())
-        except (OSError, ValueError):
-            return 0, 0, cpu
-        return int(cpu != first), package, cpu  # first threads of each core, then the second ones
+    def place(cpu: int) -> tuple[int, int]:
+        siblings = _siblings(cpu)
+        return int(siblings is not None and cpu != siblings[0]), cpu  # first threads of each core first
 
     chosen = sorted(allowed, key=place)[:count]
     if len(chosen) < count:
@@ -101,7 +109,7 @@ def run(inputs: Path, model: str, cores: list[int], rounds: int, out: Path) -> N
         unpacked.write_bytes(packed.read())
     results: dict[str, Any] = {"machine": machine(), "measured": datetime.now(UTC).isoformat(),
                                "model": model, "onnxruntime": onnxruntime.__version__,
-                               "threads_per_core": _threads_per_core(), "runs": []}
+                               "threads_per_core": len(_siblings(0) or [0]), "runs": []}
     for order in alternated(cores, rounds):
         for count in order:
             print(f"-- {count} cores", flush=True)
@@ -115,15 +123,6 @@ def run(inputs: Path, model: str, cores: list[int], rounds: int, out: Path) -> N
             print(json.dumps(figures), flush=True)
             results["runs"].append(figures)
             out.write_text(json.dumps(results, indent=1) + "\n")
-
-
-def _threads_per_core() -> int:
-    try:
-        siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read_text()
-    except OSError:
-        return 1
-    parts = siblings.strip().replace("-", ",").split(",")
-    return len(parts) if "-" not in siblings else int(parts[1]) - int(parts[0]) + 1
 
 
 def report(results_file: Path) -> None:
