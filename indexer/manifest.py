@@ -99,13 +99,16 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     has touched since is not read again, ``files.known_sha256``)."""
     path = index_dir / name
     hint = REPAIR_HINT.format(dir=index_dir)
-    if not path.is_file():
-        raise IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
-    if path.stat().st_size != size:
-        raise IndexDirectoryError(f"{path}: {path.stat().st_size} bytes, the manifest says "
-                                  f"{size} (truncated or damaged, so its checksum cannot "
-                                  f"match); rebuild it with `{hint}`")
-    if known_sha256(path) != sha256:
+    missing = IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")
+    try:  # a writer may remove it (an earlier generation) between any two of these steps
+        found = path.stat().st_size
+        if found != size:
+            raise IndexDirectoryError(f"{path}: {found} bytes, the manifest says {size} (truncated "
+                                      f"or damaged, so its checksum cannot match); rebuild it with `{hint}`")
+        digest = known_sha256(path)
+    except FileNotFoundError:
+        raise missing from None
+    if digest != sha256:
         raise IndexDirectoryError(f"{path}: its checksum (sha256) differs from the manifest's "
                                   f"(damaged on disk); rebuild it from the database with `{hint}`")
     return path

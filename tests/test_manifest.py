@@ -70,6 +70,23 @@ def test_the_faiss_file_is_verified_on_every_open(tmp_path):
         load_faiss(tmp_path, manifest)
 
 
+def test_a_file_removed_while_it_is_verified_is_missing(tmp_path, monkeypatch):
+    """A writer may remove an earlier generation's file after a reader saw it and before the
+    reader hashes it: that is the file missing (which ``open_index`` answers by reading the new
+    manifest), not an error of another kind."""
+    from askalike.indexer import manifest as manifest_module
+
+    manifest = _manifest_with_index(tmp_path)
+
+    def removed_first(path):
+        path.unlink()
+        return known_sha256(path)
+
+    monkeypatch.setattr(manifest_module, "known_sha256", removed_first)
+    with pytest.raises(IndexDirectoryError, match="missing"):
+        load_faiss(tmp_path, manifest)
+
+
 def test_replacing_the_manifest_drops_the_files_it_no_longer_names(tmp_path):
     first = _manifest_with_index(tmp_path, generation=1)
     write_manifest(tmp_path, first)
