@@ -61,9 +61,7 @@ def neighbour_search(index: OpenIndex, device: Device) -> NeighbourSearch:
     the stored vectors in torch on a GPU, else the index's own FAISS index on the CPU."""
     if not gpu_possible(device):
         return index.faiss
-    from askalike.indexer.vector_index import gpu_copy
-
-    if (on_gpu := gpu_copy(index.faiss)) is not None:
+    if (on_gpu := index.faiss.on_gpu()) is not None:
         return on_gpu
     gpu = gpu_device(device)
     if gpu is None:

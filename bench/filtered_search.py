@@ -74,7 +74,7 @@ def passing_ids(searcher: Searcher, filters: SearchFilters | None) -> np.ndarray
 def faiss_alone(searcher: Searcher, queries: list[str], k: int,
                 filters: SearchFilters | None) -> list[list[int]]:
     """One FAISS search with the recorded settings and the filter's selector, as before issue 40."""
-    index = searcher.index.faiss
+    index = searcher.index.faiss.main
     _, ids = index.search(searcher.encoder.encode(queries), k,
                           params=search_parameters(index, passing_ids(searcher, filters), {}))
     return [[int(i) for i in row if i >= 0] for row in ids]

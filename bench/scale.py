@@ -88,7 +88,7 @@ def measure(index_dir: Path, queries: np.ndarray, exact: np.ndarray | None) -> d
     manifest = read_manifest(index_dir)
     index = load_faiss(index_dir, manifest)
     p50, p99, found = latencies_ms(index, queries)
-    return {"faiss_mib": manifest.faiss_bytes / 2**20,
+    return {"faiss_mib": (manifest.faiss_bytes + manifest.added_bytes) / 2**20,
             "directory_mib": sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file()) / 2**20,
             "p50_ms": p50, "p99_ms": p99, "found": found,
             "recall_at_10": 1.0 if exact is None else recall_at_k(found, exact)}

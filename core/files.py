@@ -84,8 +84,8 @@ def _identity(path: Path) -> FileIdentity:
     return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
-_written_digests: dict[Path, tuple[FileIdentity, str]] = {}
-_written_lock = threading.Lock()  # a process may write several indexes at once
+_known_digests: dict[Path, tuple[FileIdentity, str]] = {}
+_known_lock = threading.Lock()  # a process may write several indexes at once
 # the coarsest clock a file system stamps changes by (one kernel tick, 1 to 10 ms, before Linux's
 # fine-grained timestamps), with room to spare
 TIMESTAMP_RESOLUTION_NS = 20_000_000
@@ -95,26 +95,39 @@ def remember_sha256(path: Path, digest: str) -> None:
     """Note the sha256 of a file this process has just written (and renamed into place), so
     that ``known_sha256`` need not read it again while it is unchanged. Waits, as git does for a
     "racily clean" file, until the file system's clock has moved past the file's last change:
-    a change within the same tick would leave its times as they were. Forgets the files of the
-    same directory that are gone (an index's earlier generations)."""
+    a change within the same tick would leave its times as they were."""
     identity = _identity(path)
     wait_ns = identity[4] + TIMESTAMP_RESOLUTION_NS - time.time_ns()
     if wait_ns > 0:
         time.sleep(wait_ns / 1e9)
+    _remember(path, identity, digest)
+
+
+def _remember(path: Path, identity: FileIdentity, digest: str) -> None:
+    """Keep ``digest`` for ``path`` as it is (``identity``); forget the files of the same
+    directory that are gone (an index's earlier generations)."""
     key = path.resolve()
-    with _written_lock:
-        gone = [known for known in _written_digests if known.parent == key.parent and not known.exists()]
+    with _known_lock:
+        gone = [known for known in _known_digests if known.parent == key.parent and not known.exists()]
         for known in gone:
-            del _written_digests[known]
-        _written_digests[key] = (identity, digest)
+            del _known_digests[known]
+        _known_digests[key] = (identity, digest)
 
 
 def known_sha256(path: Path) -> str:
-    """The sha256 of ``path``: remembered where this process wrote the file and it is still the
-    same file, unchanged since (device, inode, size, modification and change times), else read.
-    A server that writes a 100,000-question index then opens it verified without hashing its
-    170 MB again; a file replaced or altered by anyone is hashed."""
-    remembered = _written_digests.get(path.resolve())
-    if remembered is not None and remembered[0] == _identity(path):
+    """The sha256 of ``path``: remembered where this process wrote or read the file and it is
+    still the same file, unchanged since (device, inode, size, modification and change times),
+    else read. A server that writes a 100,000-question index then opens it verified without
+    hashing its 170 MB again, and a server's other workers hash it once, not at every write that
+    leaves it as it is; a file replaced or altered by anyone is hashed. A file read within a
+    clock tick of its last change is not remembered (a change in the same tick would leave its
+    times as they were)."""
+    remembered = _known_digests.get(path.resolve())
+    identity = _identity(path)
+    if remembered is not None and remembered[0] == identity:
         return remembered[1]
-    return file_sha256(path)
+    settled = identity[4] + TIMESTAMP_RESOLUTION_NS <= time.time_ns()  # before the read begins
+    digest = file_sha256(path)
+    if settled and _identity(path) == identity:
+        _remember(path, identity, digest)
+    return digest

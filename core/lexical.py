@@ -75,7 +75,11 @@ class LexicalIndex:
         removed_ids = np.fromiter(removed, dtype=np.int64)
         if not len(removed_ids) and (not len(self.doc_ids) or not len(added_ids)
                                      or added_ids.min() > self.doc_ids[-1]):
-            return self._appended(tuple(terms), new_terms, new_docs, new_counts, added_ids, added_lengths)
+            appended = self._appended(tuple(terms), new_terms, new_docs, new_counts, added_ids, added_lengths)
+            # its term ids are term_ids already: kept (the cached property), so that a writer that
+            # extends it again does not build them anew (14 ms at 100,000 questions)
+            appended.__dict__["term_ids"] = term_ids
+            return appended
         gone = np.union1d(removed_ids, added_ids)
         keep_docs = ~np.isin(self.doc_ids, gone)
         keep_postings = ~np.isin(self.posting_docs, gone)
@@ -112,8 +116,9 @@ class LexicalIndex:
                             np.insert(self.posting_counts, ends, new_counts))
 
     def prepare(self) -> None:
-        """Compute what every search needs and keeps (``_posting_weights``) now, not on the first."""
-        _ = self._posting_weights
+        """Compute what every search needs and keeps (``_posting_weights``, ``term_ids``) now,
+        not on the first."""
+        _ = self._posting_weights, self.term_ids
 
     @cached_property
     def _posting_weights(self) -> tuple[np.ndarray, np.ndarray]:

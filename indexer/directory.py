@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from askalike.core.encoder import Encoder
@@ -45,7 +44,7 @@ from askalike.indexer.migrations import FIRST_SCHEMA
 from askalike.indexer.sources import chunked, content_hash
 from askalike.indexer.store import DamagedVector, Store, Verdict
 from askalike.indexer.sync import sync_vector_index
-from askalike.indexer.vector_index import HeldVectors, index_ids
+from askalike.indexer.vector_index import HeldVectors, SegmentedIndex
 
 
 def model_for_index(index_dir: Path, named: str | None, recorded: EncoderIdentity | None) -> str:
@@ -100,7 +99,7 @@ class OpenIndex:
     directory: Path
     manifest: Manifest
     store: Store
-    faiss: faiss.Index
+    faiss: SegmentedIndex  # the FAISS files the manifest names
     lexical: LexicalIndex | None = None  # the BM25 index, where it was read at opening
 
     def close(self) -> None:
@@ -174,7 +173,7 @@ def index_info(index_dir: Path, database: str | None = None) -> dict[str, Any]:
         "parameters": manifest.parameters, "questions": sum(by_source.values()),
         "vectors": manifest.count, "sources": by_source,
         "up_to_date": generation == manifest.generation,
-        "faiss_bytes": manifest.faiss_bytes, "directory_bytes": _disk_bytes(index_dir),
+        "faiss_bytes": manifest.faiss_bytes + manifest.added_bytes, "directory_bytes": _disk_bytes(index_dir),
         "updated_at": manifest.updated_at,
     }
 
@@ -262,8 +261,8 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
                                f"question {untrusted[0]}): a repair embeds them again")
     if index is None:
         return
-    report.vectors = int(index.ntotal)
-    stored, indexed = np.asarray(store.ids(), dtype=np.int64), np.sort(index_ids(index))
+    report.vectors = index.ntotal
+    stored, indexed = np.asarray(store.ids(), dtype=np.int64), np.sort(index.ids())
     if not np.array_equal(stored, indexed):
         missing = np.setdiff1d(stored, indexed).size
         extra = np.setdiff1d(indexed, stored).size
@@ -280,7 +279,7 @@ def _compare(index_dir: Path, manifest: Manifest, store: Store, report: CheckRep
 
 
 def untrusted_vectors(store: Store, identity: EncoderIdentity, manifest: Manifest | None,
-                      index: faiss.Index | None, deep: bool = False) -> tuple[list[DamagedVector], int]:
+                      index: SegmentedIndex | None, deep: bool = False) -> tuple[list[DamagedVector], int]:
     """Sound stored vectors (length, checksum and norm verified) that are not their question's:
     its text changed in the database without being embedded again (its content hash); a vector
     other than its copy in ``index``, the FAISS file ``manifest`` names, where that is of the
@@ -300,7 +299,7 @@ def untrusted_vectors(store: Store, identity: EncoderIdentity, manifest: Manifes
     return sorted(found.values(), key=lambda vector: vector.id), checked
 
 
-def _unlike_the_faiss_file(store: Store, index: faiss.Index, dim: int) -> list[DamagedVector]:
+def _unlike_the_faiss_file(store: Store, index: SegmentedIndex, dim: int) -> list[DamagedVector]:
     held = HeldVectors.of(index)
     if held is None:  # IVF: no float32 copies to compare
         return []
@@ -382,7 +381,7 @@ def repair_index(index_dir: Path, database: str | None = None, deep: bool = Fals
             return Repair(rebuilt, reembedded)
 
 
-def _faiss_or_none(index_dir: Path, manifest: Manifest | None) -> faiss.Index | None:
+def _faiss_or_none(index_dir: Path, manifest: Manifest | None) -> SegmentedIndex | None:
     """The FAISS file ``manifest`` names, where it is there and sound (a repair rebuilds it)."""
     try:
         return load_faiss(index_dir, manifest) if manifest is not None else None

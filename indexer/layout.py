@@ -4,6 +4,8 @@ writers apart and the id that ties the directory to its database.
     manifest.json          which FAISS and BM25 files are current, how they were built (manifest.py)
     vectors-GENERATION.faiss, lexical-GENERATION.npz
                            caches of the database, rebuilt from it by `askalike check --repair`
+    vectors-GENERATION-added.faiss
+                           the questions added since the main FAISS file (indexer/sync.py)
     askalike.sqlite3       the default database (questions and vectors), unless --db names another
     index.id               the directory's id, recorded in its database (a database serves one index)
     index.lock             held by the one writer
@@ -55,6 +57,10 @@ def not_an_index(index_dir: Path) -> IndexDirectoryError:
 
 def faiss_file_name(generation: int) -> str:
     return f"vectors-{generation:08d}.faiss"
+
+
+def added_file_name(generation: int) -> str:
+    return f"vectors-{generation:08d}-added.faiss"
 
 
 def lexical_file_name(generation: int) -> str:

@@ -21,7 +21,7 @@ from askalike.indexer.layout import (
     REPAIR_HINT,
     IndexDirectoryError,
 )
-from askalike.indexer.vector_index import configure_search, read_index
+from askalike.indexer.vector_index import SegmentedIndex, configure_search, read_index
 
 FORMAT_VERSION = 1
 
@@ -34,15 +34,19 @@ class Manifest:
     database: str
     index_type: str
     parameters: dict[str, Any]
-    count: int  # vectors in the FAISS file
-    generation: int  # the store generation the FAISS file was built from
-    faiss_file: str  # a name inside the index directory
+    count: int  # vectors in the FAISS files (the main one and the added one)
+    generation: int  # the store generation the FAISS files were brought up to
+    faiss_file: str  # the main FAISS file, a name inside the index directory
     faiss_sha256: str
     faiss_bytes: int
     # the BM25 index of the same questions ("": none yet, an index built before lexical search)
     lexical_file: str = ""
     lexical_sha256: str = ""
     lexical_bytes: int = 0
+    # the flat FAISS file of the questions added since the main file was written ("": none)
+    added_file: str = ""
+    added_sha256: str = ""
+    added_bytes: int = 0
     updated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     format: int = FORMAT_VERSION
 
@@ -82,7 +86,7 @@ def read_manifest(index_dir: Path) -> Manifest | None:
         raise IndexDirectoryError(f"{path}: unreadable manifest ({err}); run "
                                   f"`{REPAIR_HINT.format(dir=index_dir)}` to rebuild it from the "
                                   "database") from None
-    for key in ("faiss_file", "lexical_file"):
+    for key in ("faiss_file", "added_file", "lexical_file"):
         name = getattr(manifest, key)
         if Path(name).name != name:
             raise IndexDirectoryError(f"{path}: {key} {name!r} is not a file name in the index "
@@ -114,32 +118,46 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     return path
 
 
-def verified_faiss_file(index_dir: Path, manifest: Manifest) -> Path:
-    """The FAISS file the manifest names, once its size and checksum match (else
+def verified_faiss_files(index_dir: Path, manifest: Manifest) -> None:
+    """Check the FAISS files the manifest names: their sizes and checksums must match (else
     IndexDirectoryError)."""
-    return _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+    _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+    if manifest.added_file:
+        _verified(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256)
 
 
-def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> faiss.Index:
-    """The FAISS file the manifest names, verified; ``mapped`` for searching only
+def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> SegmentedIndex:
+    """The FAISS files the manifest names, verified; ``mapped`` for searching only
     (``vector_index.read_index``)."""
-    path = verified_faiss_file(index_dir, manifest)
+    main = _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256, mapped)
+    configure_search(main, manifest.parameters)
+    added = (_read_faiss(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256, mapped)
+             if manifest.added_file else None)
+    return SegmentedIndex(main, added)
+
+
+def _read_faiss(index_dir: Path, name: str, size: int, sha256: str, mapped: bool) -> faiss.Index:
+    path = _verified(index_dir, name, size, sha256)
     try:
-        index = read_index(path, mapped)
-        configure_search(index, manifest.parameters)
+        return read_index(path, mapped)
     except (RuntimeError, KeyError, TypeError) as err:
         raise IndexDirectoryError(f"{path}: unreadable ({str(err).splitlines()[0]}); rebuild it "
                                   f"with `{REPAIR_HINT.format(dir=index_dir)}`") from None
-    return index
+
+
+def verified_lexical_file(index_dir: Path, manifest: Manifest) -> Path:
+    """The BM25 file the manifest names, once its size and checksum match (else IndexDirectoryError)."""
+    if not manifest.lexical_file:
+        raise IndexDirectoryError(f"{index_dir}: this index has no lexical (BM25) index yet; add it "
+                                  f"with `{REPAIR_HINT.format(dir=index_dir)}` or by running "
+                                  "`askalike index` again")
+    return _verified(index_dir, manifest.lexical_file, manifest.lexical_bytes, manifest.lexical_sha256)
 
 
 def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalIndex:
     """The BM25 index the manifest names, verified."""
     hint = REPAIR_HINT.format(dir=index_dir)
-    if not manifest.lexical_file:
-        raise IndexDirectoryError(f"{index_dir}: this index has no lexical (BM25) index yet; add it "
-                                  f"with `{hint}` or by running `askalike index` again")
-    path = _verified(index_dir, manifest.lexical_file, manifest.lexical_bytes, manifest.lexical_sha256)
+    path = verified_lexical_file(index_dir, manifest)
     try:
         return LexicalIndex.read(path)
     except (OSError, ValueError, KeyError) as err:
@@ -150,7 +168,7 @@ def write_manifest(index_dir: Path, manifest: Manifest) -> None:
     """Replace the manifest atomically, then drop the FAISS and BM25 files it no longer names."""
     write_text_atomically(index_dir / MANIFEST_FILE, manifest.to_json())
     for old in [*index_dir.glob(FAISS_FILES), *index_dir.glob(LEXICAL_FILES)]:
-        if old.name not in (manifest.faiss_file, manifest.lexical_file):
+        if old.name not in (manifest.faiss_file, manifest.added_file, manifest.lexical_file):
             old.unlink(missing_ok=True)
 
 

@@ -1,16 +1,17 @@
 """Bringing an index directory's FAISS and BM25 files up to its store's generation.
 
-Both files are caches of the store: they are extended with the questions added since they were
-written when that is safe, else rebuilt from the stored vectors and texts, read a chunk at a
-time, so that a rebuild holds the FAISS index and one chunk, never every vector twice. Each file
-is written under a new name and the manifest is switched to them atomically.
+The files are caches of the store: they are extended with the questions added since they were
+written when that is safe (new vectors to the added FAISS file, see ``ADDED_SHARE``), else
+rebuilt from the stored vectors and texts, read a chunk at a time, so that a rebuild holds the
+FAISS index and one chunk, never every vector twice. Each file is written under a new name and
+the manifest is switched to them atomically.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import faiss
 
@@ -19,13 +20,27 @@ from askalike.core.lexical import LexicalIndex
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.database import masked_url
 from askalike.indexer.index_types import named_index_type
-from askalike.indexer.layout import IndexDirectoryError, database_entry, faiss_file_name, lexical_file_name
-from askalike.indexer.manifest import Manifest, load_faiss, load_lexical, verified_faiss_file, write_manifest
+from askalike.indexer.layout import (
+    IndexDirectoryError,
+    added_file_name,
+    database_entry,
+    faiss_file_name,
+    lexical_file_name,
+)
+from askalike.indexer.manifest import (
+    Manifest,
+    load_faiss,
+    load_lexical,
+    verified_faiss_files,
+    verified_lexical_file,
+    write_manifest,
+)
 from askalike.indexer.store import Store
 from askalike.indexer.vector_index import (
     Chunks,
+    SegmentedIndex,
+    added_index,
     build_index,
-    index_ids,
     training_sample,
     training_size,
     write_index,
@@ -35,27 +50,44 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
+# Questions added since the main FAISS file go to a flat file of their own (the manifest's
+# added_file), so that a write of a few questions writes a file the size of what was added since
+# the main file rather than the whole index; past this share of the main index (and this floor)
+# they are folded into it, the one write whose cost grows with the collection. At 100,000
+# questions that is every 6,250 added: the added file is 9.6 MB at most, and its exact search
+# costs about a tenth of what the main index's does.
+ADDED_SHARE = 16
+ADDED_FLOOR = 1_000
+
+
 @dataclass(frozen=True)
 class _Written:
     index_dir: Path
-    sha256: str
-    index: faiss.Index
+    manifest: Manifest
+    index: SegmentedIndex
+    lexical: LexicalIndex
 
 
-# The FAISS index this process last wrote, kept in memory: a server that takes write after write
-# extends it again without reading the file it has just written (its checksum is still verified:
-# at 100,000 questions the read was 0.43 s of a 100-question write's 1.3 s). Taken out while a
-# write uses it, put back once the manifest names its file: a write that fails leaves nothing.
+# The FAISS and BM25 indexes this process last wrote, kept in memory: a server that takes write
+# after write extends them again without reading the files it has just written (their checksums
+# are still verified: at 100,000 questions reading the main FAISS file was 0.43 s of a
+# 100-question write's 1.3 s, reading the BM25 file and its terms 0.03 s). Taken out while a
+# write uses them, put back once the manifest names their files: a write that fails leaves
+# nothing.
 _last_written: _Written | None = None
 
 
-def _take_written(index_dir: Path, manifest: Manifest) -> faiss.Index | None:
-    """The index this process wrote last, if it is the one ``manifest`` names."""
+def _take_written(index_dir: Path, manifest: Manifest) -> _Written | None:
+    """What this process wrote last, if it is what ``manifest`` names."""
     global _last_written
     kept, _last_written = _last_written, None
-    if kept is None or kept.index_dir != index_dir.resolve() or kept.sha256 != manifest.faiss_sha256:
+    if kept is None or kept.index_dir != index_dir.resolve() or _files(kept.manifest) != _files(manifest):
         return None
-    return kept.index
+    return kept
+
+
+def _files(manifest: Manifest) -> tuple[str, str, str]:
+    return manifest.faiss_sha256, manifest.added_sha256, manifest.lexical_sha256
 
 
 def _advancing(chunks: Chunks, progress: Progress | None, task: TaskID | None) -> Chunks:
@@ -88,51 +120,80 @@ def _built_from_store(store: Store, index_type: str, dim: int, count: int,
     return index, parameters
 
 
-def _extended(index: faiss.Index, store: Store, dim: int, count: int,
-              progress: Progress | None) -> faiss.Index:
-    """``index`` with the stored vectors whose ids are above those it holds."""
-    known = index_ids(index)
-    task = _task(progress, "extending the index", count - int(index.ntotal))
+def _extended(index: SegmentedIndex, store: Store, dim: int, count: int,
+              progress: Progress | None) -> SegmentedIndex:
+    """``index`` with the stored vectors whose ids are above those it holds, in its added part."""
+    known = index.ids()
+    added = index.added if index.added is not None else added_index(dim)
+    task = _task(progress, "extending the index", count - index.ntotal)
     for ids, vectors in _advancing(store.vectors(dim, after_id=int(known.max()) if len(known) else -1),
                                    progress, task):
-        index.add_with_ids(vectors, ids)
-    return index
+        added.add_with_ids(vectors, ids)
+    return SegmentedIndex(index.main, added)
+
+
+def _folds(index: SegmentedIndex) -> bool:
+    """Are there more added questions than the added file should hold (``ADDED_SHARE``)?"""
+    return index.added_count > max(ADDED_FLOOR, int(index.main.ntotal) // ADDED_SHARE)
+
+
+class _FaissFile(NamedTuple):
+    name: str  # "": none
+    sha256: str
+    size: int
+
+
+NO_FILE = _FaissFile("", "", 0)
+
+
+def _written(index_dir: Path, index: faiss.Index, name: str) -> _FaissFile:
+    """``index`` written to ``name`` in ``index_dir``."""
+    digest = write_index(index, index_dir / name)
+    return _FaissFile(name, digest, (index_dir / name).stat().st_size)
 
 
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
                       database: str, manifest: Manifest | None, *, only_added: bool = False,
                       rebuild: bool = False, progress: Progress | None = None) -> tuple[Manifest, bool]:
-    """Bring the FAISS file and the BM25 file up to the store's generation. ``manifest`` is the
+    """Bring the FAISS files and the BM25 file up to the store's generation. ``manifest`` is the
     directory's as the caller read it under the index lock (None: none, or unreadable, which a
     repair rebuilds). When its files were current before this run and the run only added
-    questions, the new vectors and texts are appended; otherwise (and always with ``rebuild``)
-    both are rebuilt from the store. Returns the manifest and whether the FAISS file was rebuilt."""
+    questions, the new vectors go to the added file (folded into the main one past
+    ``ADDED_SHARE``) and the new texts are appended to the BM25 file; otherwise (and always with
+    ``rebuild``) both are rebuilt from the store. Returns the manifest and whether the main FAISS
+    file was rebuilt."""
     global _last_written
     generation, count = store.generation(), store.count()
-    index = None
+    index, kept = None, None
     if (not rebuild and manifest is not None and manifest.index_type == index_type
             and _parameters_current(manifest, encoder.dim)):
         kept = _take_written(index_dir, manifest)
-        try:  # the file is verified against its checksum before it is kept or extended
+        try:  # the files are verified against their checksums before they are kept or extended
             if kept is not None:
-                verified_faiss_file(index_dir, manifest)
-            index = kept if kept is not None else load_faiss(index_dir, manifest)
+                verified_faiss_files(index_dir, manifest)
+            index = kept.index if kept is not None else load_faiss(index_dir, manifest)
         except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
-            index = None
+            index, kept = None, None
     if index is not None and manifest.generation == generation and manifest.lexical_file:
         return manifest, False
     if index is not None and not (only_added and count <= 2 * manifest.parameters.get("chosen_for", count)):
         index = None  # changed or removed questions, or grown past what the parameters suit
     if index is not None:
         index, parameters = _extended(index, store, encoder.dim, count, progress), manifest.parameters
-        if index.ntotal != count:  # the file did not hold what the manifest said: start over
+        if index.ntotal != count:  # the files did not hold what the manifest said: start over
             index = None
     rebuilt = index is None
     if index is None:
-        index, parameters = _built_from_store(store, index_type, encoder.dim, count, progress)
-    name = faiss_file_name(generation)
-    digest = write_index(index, index_dir / name)
-    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None)
+        built, parameters = _built_from_store(store, index_type, encoder.dim, count, progress)
+        index = SegmentedIndex(built)
+    if rebuilt or _folds(index):
+        index = index.folded()
+        main = _written(index_dir, index.main, faiss_file_name(generation))
+    else:  # the main file stays as it is
+        main = _FaissFile(manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes)
+    added = NO_FILE if index.added is None else _written(index_dir, index.added, added_file_name(generation))
+    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None,
+                              None if kept is None else kept.lexical)
     lexical_name = lexical_file_name(generation)
     with atomic_write(index_dir / lexical_name) as temporary:
         lexical.write(temporary)
@@ -141,25 +202,34 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     named = database_entry(index_dir, database, masked_url(database))
     manifest = Manifest(encoder=encoder, database=named,
                         index_type=index_type,
-                        parameters=parameters, count=int(index.ntotal), generation=generation,
-                        faiss_file=name, faiss_sha256=digest,
-                        faiss_bytes=(index_dir / name).stat().st_size,
+                        parameters=parameters, count=index.ntotal, generation=generation,
+                        faiss_file=main.name, faiss_sha256=main.sha256, faiss_bytes=main.size,
                         lexical_file=lexical_name, lexical_sha256=lexical_digest,
-                        lexical_bytes=(index_dir / lexical_name).stat().st_size)
+                        lexical_bytes=(index_dir / lexical_name).stat().st_size,
+                        added_file=added.name, added_sha256=added.sha256, added_bytes=added.size)
     write_manifest(index_dir, manifest)
-    _last_written = _Written(index_dir.resolve(), digest, index)
+    _last_written = _Written(index_dir.resolve(), manifest, index, lexical)
     return manifest, rebuilt
 
 
-def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None) -> LexicalIndex:
-    """The BM25 index of the stored questions: ``previous``'s file extended with the questions
-    added since (only when that run added questions alone: ids then only grow), else built anew."""
+def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None,
+                    kept: LexicalIndex | None) -> LexicalIndex:
+    """The BM25 index of the stored questions: ``previous``'s file (``kept``: its index, as this
+    process wrote it) extended with the questions added since (only when that run added
+    questions alone: ids then only grow), else built anew."""
     if previous is not None and previous.lexical_file:
         try:
-            lexical = load_lexical(index_dir, previous)
+            lexical = (load_lexical(index_dir, previous) if kept is None
+                       else _verified_lexical(index_dir, previous, kept))
         except IndexDirectoryError:  # missing or damaged: built anew below
             pass
         else:
             known = int(lexical.doc_ids.max()) if len(lexical) else -1
             return lexical.updated(store.texts(after_id=known), ())
     return LexicalIndex.build(store.texts())
+
+
+def _verified_lexical(index_dir: Path, manifest: Manifest, kept: LexicalIndex) -> LexicalIndex:
+    """``kept``, once the BM25 file it was written to still matches the manifest's checksum."""
+    verified_lexical_file(index_dir, manifest)
+    return kept

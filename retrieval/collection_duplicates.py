@@ -23,7 +23,6 @@ import numpy as np
 from askalike.core.dates import DateOrder
 from askalike.indexer.directory import OpenIndex
 from askalike.indexer.store import IndexReading, StoredQuestion
-from askalike.indexer.vector_index import cosine_error
 from askalike.retrieval.judgement import SAME_QUESTION, Judge
 from askalike.retrieval.searcher import SearchError, SearchFilters
 
@@ -34,7 +33,7 @@ Progress = Callable[[int, int], None]  # (questions done, questions to do)
 
 
 class NeighbourSearch(Protocol):
-    """What proposes each question's nearest neighbours: a FAISS index, or an exact search on a
+    """What proposes each question's nearest neighbours: an index's FAISS files, or an exact search on a
     GPU (``train.gpu_search``). (inner products, ids) of each query's ``k`` best, -1 ids padding."""
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
@@ -137,9 +136,9 @@ def similar_pairs(index: OpenIndex, min_cosine: float, ids: np.ndarray | None = 
     and ids that FAISS still holds but the store no longer does drop out."""
     search = search or index.faiss
     total = index.store.count() if ids is None else len(ids)
-    stored_count = int(index.faiss.ntotal)
+    stored_count = index.faiss.ntotal
     wanted = min(neighbours + 1, stored_count)  # + 1: a question finds itself
-    floor = min_cosine - 2 * cosine_error(index.faiss)
+    floor = min_cosine - 2 * index.faiss.cosine_error
     progress = None if on_progress is None else lambda done: on_progress(done, total)
     candidates, saturated = candidate_pairs(_query_vectors(index, ids), search, wanted, floor, progress)
     while saturated and wanted < stored_count:

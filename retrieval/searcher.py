@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -39,21 +39,9 @@ from askalike.indexer.index_types import SEARCH_OPTIONS, named_index_type
 from askalike.indexer.manifest import load_lexical
 from askalike.indexer.source_identity import source_labels
 from askalike.indexer.store import IndexReading, StoredQuestion, source_named
-from askalike.indexer.vector_index import (
-    GPU_MAX_K,
-    HeldVectors,
-    configure_search,
-    cosine_error,
-    gpu_copy,
-    index_ids,
-    scan,
-    search_parameters,
-)
+from askalike.indexer.vector_index import GPU_MAX_K, HeldVectors, SegmentedIndex, configure_search
 from askalike.retrieval.fusion import SearchMode, default_mode, fused_score
 from askalike.retrieval.judgement import Judge, model_judge
-
-if TYPE_CHECKING:
-    import faiss
 
 Hit = tuple[int, float]  # a question's row id and its cosine to the query
 EXCERPT_CHARS = 240
@@ -240,7 +228,8 @@ class Searcher:
     BM25 file and computes what a first search would (its BM25 weights, the sources' labels) at
     opening instead (a long-running process: no search pays for them, not even the first on a
     state a write has just opened: at 100,000 questions they took 0.1 s, for which every client
-    then waited).
+    then waited); ``prepare_lexical=False`` leaves the BM25 file to the first search that needs
+    it (a server whose clients search only by meaning: 40 ms of every state's opening there).
 
     Searches skip the indexed questions that are no longer stored (a run interrupted between its
     database commit and its index files, or a delete since this state was opened). With
@@ -251,8 +240,8 @@ class Searcher:
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
                  encoder: Encoder | None = None, settings: SearchSettings | None = None,
                  threads: int | None = None, remember_stored: bool = False,
-                 prepared: bool = False) -> None:
-        self.index: OpenIndex = open_index(index_dir, database, lexical=prepared)
+                 prepared: bool = False, prepare_lexical: bool = True) -> None:
+        self.index: OpenIndex = open_index(index_dir, database, lexical=prepared and prepare_lexical)
         manifest = self.index.manifest
         identity = manifest.encoder
 
@@ -262,7 +251,7 @@ class Searcher:
             self.parameters = (manifest.parameters if settings is None
                                else settings.applied(manifest.index_type, manifest.parameters))
             if settings is not None and settings != SearchSettings():  # else load_faiss applied them
-                configure_search(self.index.faiss, self.parameters)
+                configure_search(self.index.faiss.main, self.parameters)
             given = EncoderIdentity(spec, weights_fingerprint(spec), identity.dim)
             require_same_encoder(identity, given, str(index_dir),
                                  "restore the weights (and export) the index was built with, or build a new "
@@ -293,14 +282,14 @@ class Searcher:
         from it in C instead of 100,000 rows fetched in Python, which would hold up every search
         of a server that has just written; a delete after this read is caught by ``_fetch``."""
         if self.index.store.generation() == self.index.manifest.generation:
-            return np.sort(index_ids(self.index.faiss))
+            return np.sort(self.index.faiss.ids())
         return np.fromiter(self.index.store.ids(), dtype=np.int64)
 
     @cached_property
-    def gpu_faiss(self) -> faiss.Index | None:
+    def gpu_faiss(self) -> SegmentedIndex | None:
         """The flat index copied to the GPUs on the first dense search (a lexical or filtered
         one never pays for CUDA's start); None without GPU FAISS and a GPU."""
-        return gpu_copy(self.index.faiss)
+        return self.index.faiss.on_gpu()
 
     def close(self) -> None:
         self.index.close()
@@ -313,7 +302,7 @@ class Searcher:
 
     @property
     def count(self) -> int:
-        return int(self.index.faiss.ntotal)
+        return self.index.faiss.ntotal
 
     @cached_property
     def source_labels(self) -> dict[str, str]:
@@ -323,6 +312,11 @@ class Searcher:
 
     def source_label(self, source: str) -> str:
         return self.source_labels.get(source, source)
+
+    @property
+    def lexical_searched(self) -> bool:
+        """Whether a search has read the BM25 index (a lexical or hybrid one)."""
+        return "lexical" in self.__dict__  # the cached property below, once read
 
     @cached_property
     def lexical(self) -> LexicalIndex:
@@ -488,7 +482,7 @@ class Searcher:
         query has k live hits or no more come. Where FAISS's cosines are not exact (ivfpq's fp16
         copies), hits are re-scored from the stored vectors, and FAISS is asked for more until
         none left out could, within the error, outscore the k-th."""
-        error = cosine_error(self.index.faiss)
+        error = self.index.faiss.cosine_error
         wanted = min(k + 1 + (0 if exclude is None else 1), self.count)
         while True:
             settings = (self._settings(wanted if recall_for is None else min(wanted, recall_for), allowed)
@@ -519,11 +513,10 @@ class Searcher:
         a flat index runs on its GPU copy where there is one and FAISS's GPU search returns that
         many hits."""
         if settings is not None:
-            return self.index.faiss.search(vectors, wanted,
-                                           params=search_parameters(self.index.faiss, allowed, settings))
+            return self.index.faiss.approximate(vectors, wanted, allowed, settings)
         if allowed is None and self.gpu_faiss is not None and wanted <= GPU_MAX_K:
             return self.gpu_faiss.search(vectors, wanted)
-        return scan(self.index.faiss, vectors, wanted, allowed)
+        return self.index.faiss.scan(vectors, wanted, allowed)
 
     def _search_vectors(self, vectors: np.ndarray, k: int, filters: SearchFilters | None,
                         exclude: int | None) -> list[list[SearchResult]]:

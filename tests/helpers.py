@@ -26,7 +26,6 @@ from askalike.indexer.build import IndexOptions
 from askalike.indexer.directory import open_index
 from askalike.indexer.layout import default_database_url
 from askalike.indexer.store import Store
-from askalike.indexer.vector_index import index_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -217,9 +216,9 @@ def answering_index_size(index_dir: Path) -> int:
     the prune's commit leaves the store ahead of the file, and a search skips ids it lacks.)"""
     opened = open_index(index_dir)
     try:
-        probe = opened.faiss.reconstruct(int(index_ids(opened.faiss)[0]))
+        probe = opened.faiss.main.reconstruct(int(opened.faiss.ids()[0]))
         assert opened.faiss.search(probe[None], 1)[1][0][0] >= 0
-        return int(opened.faiss.ntotal)
+        return opened.faiss.ntotal
     finally:
         opened.close()
 

@@ -94,6 +94,8 @@ def test_appending_new_ids_gives_the_arrays_of_a_fresh_build():
         assert (appended.posting_docs[appended.offsets[new]:appended.offsets[new + 1]].tolist()
                 == fresh.posting_docs[fresh.offsets[old]:fresh.offsets[old + 1]].tolist())
     assert LexicalIndex.empty().updated(later, ()).doc_ids.tolist() == [20, 31]
+    # the term ids it carries from the update are those of its own terms
+    assert appended.term_ids == {term: number for number, term in enumerate(appended.terms)}
 
 
 def test_scores_of_chosen_ids_and_zero_for_unknown_ones():

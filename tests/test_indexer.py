@@ -32,7 +32,6 @@ from askalike.indexer.index_types import IndexBuildError
 from askalike.indexer.layout import IndexDirectoryError, index_lock
 from askalike.indexer.manifest import read_manifest
 from askalike.indexer.store import Store
-from askalike.indexer.vector_index import index_ids
 
 
 def test_round_trip_finds_a_question_first(tmp_path, tiny_model, database_url):
@@ -151,7 +150,7 @@ def test_changing_the_index_type_rebuilds(tmp_path, tiny_model):
     report = index_sources(tmp_path / "index", [source], None,
                            options=IndexOptions(index_type="hnsw", show_progress=False))
     assert report.faiss_rebuilt and report.added == 0
-    assert isinstance(faiss.downcast_index(open_index(tmp_path / "index").faiss.index),
+    assert isinstance(faiss.downcast_index(open_index(tmp_path / "index").faiss.main.index),
                       faiss.IndexHNSWFlat)
 
 
@@ -221,7 +220,7 @@ def test_check_reports_an_index_behind_its_database(tmp_path, tiny_model):
     assert any("generation" in p for p in report.problems)
     assert any("3 indexed ids are not in the database" in p for p in report.problems)
     repair_index(index_dir)
-    assert check_index(index_dir).ok and len(index_ids(open_index(index_dir).faiss)) == 57
+    assert check_index(index_dir).ok and len(open_index(index_dir).faiss.ids()) == 57
 
 
 def test_a_second_writer_is_refused(tmp_path, tiny_model):

@@ -94,7 +94,7 @@ def test_replacing_the_manifest_drops_the_files_it_no_longer_names(tmp_path):
     write_manifest(tmp_path, second)
     assert not (tmp_path / first.faiss_file).exists()
     assert (tmp_path / second.faiss_file).exists()
-    assert isinstance(load_faiss(tmp_path, replace(second)), faiss.Index)
+    assert isinstance(load_faiss(tmp_path, replace(second)).main, faiss.Index)
 
 
 def test_the_database_a_manifest_names(tmp_path):

@@ -159,7 +159,7 @@ def test_auto_picks_by_size_and_an_index_keeps_its_type(tmp_path, tiny_model, sm
 
 def _faiss(index_dir: Path) -> faiss.Index:
     with Searcher(index_dir) as searcher:
-        return searcher.index.faiss
+        return searcher.index.faiss.main
 
 
 def _clustered(count: int, dim: int, seed: int) -> np.ndarray:
@@ -240,12 +240,12 @@ def test_search_settings_are_recorded_and_can_be_overridden(indexes):
     manifest = read_manifest(indexes["hnsw"])
     assert manifest.parameters["ef_search"] == Hnsw.ef_search(700)
     with Searcher(indexes["hnsw"], settings=SearchSettings(ef_search=7)) as searcher:
-        assert faiss.downcast_index(searcher.index.faiss.index).hnsw.efSearch == 7
+        assert faiss.downcast_index(searcher.index.faiss.main.index).hnsw.efSearch == 7
     with Searcher(indexes["ivfpq"], settings=SearchSettings(probes=2, k_factor=3)) as searcher:
-        assert faiss.extract_index_ivf(searcher.index.faiss).nprobe == 2
-        assert faiss.downcast_index(searcher.index.faiss.index).k_factor == 3
+        assert faiss.extract_index_ivf(searcher.index.faiss.main).nprobe == 2
+        assert faiss.downcast_index(searcher.index.faiss.main.index).k_factor == 3
     with Searcher(indexes["ivfpq"]) as searcher:  # without settings: the recorded ones
-        assert faiss.downcast_index(searcher.index.faiss.index).k_factor == (
+        assert faiss.downcast_index(searcher.index.faiss.main.index).k_factor == (
             read_manifest(indexes["ivfpq"]).parameters["k_factor"])
 
 
@@ -286,9 +286,9 @@ def test_a_flat_index_is_searched_on_the_gpus_where_faiss_has_them(indexes, monk
     monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", FakeGpuIndex)
     with Searcher(indexes["flat"]) as searcher, Searcher(indexes["hnsw"]) as hnsw:
         assert hnsw.gpu_faiss is None  # no GPU form
-        assert answers(searcher) == expected and searcher.gpu_faiss.searches == 1
+        assert answers(searcher) == expected and searcher.gpu_faiss.main.searches == 1
         assert answers(searcher, visa) == expected_visa  # a filter: on the CPU index
-        assert searcher.gpu_faiss.searches == 1
+        assert searcher.gpu_faiss.main.searches == 1
 
 
 def test_an_ivfpq_index_without_refinement_is_rebuilt_with_it(tmp_path, tiny_model):

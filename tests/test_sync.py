@@ -5,14 +5,15 @@ stored vectors and texts, and the manifest then describes exactly what the store
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from askalike.core.lexical import LexicalIndex
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.layout import default_database_url
 from askalike.indexer.manifest import load_faiss, load_lexical
 from askalike.indexer.sources import SourceQuestion
 from askalike.indexer.store import Store
 from askalike.indexer.sync import sync_vector_index
-from askalike.indexer.vector_index import index_ids
 
 DIM = 8
 ENCODER = EncoderIdentity("m", "f", DIM)
@@ -32,7 +33,7 @@ def _synced(index_dir, store, manifest, **options):
 
 def _assert_matches_store(index_dir, manifest, store) -> None:
     assert manifest.generation == store.generation() and manifest.count == store.count()
-    assert sorted(index_ids(load_faiss(index_dir, manifest))) == store.ids()
+    assert sorted(load_faiss(index_dir, manifest).ids()) == store.ids()
     assert load_lexical(index_dir, manifest).doc_ids.tolist() == store.ids()
 
 
@@ -65,17 +66,20 @@ def test_a_damaged_faiss_file_is_rebuilt_instead_of_extended(tmp_path):
 
 
 def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_path, monkeypatch):
-    """A server writes again and again: the index it wrote last is extended in memory (its file's
-    checksum still verified), and the file written is the one a read of the old file would give."""
+    """A server writes again and again: the FAISS and BM25 indexes it wrote last are extended in
+    memory (their files' checksums still verified), and the files written are those a read of the
+    old files would give."""
     with Store(default_database_url(tmp_path)) as store:
         _add(store, 0, 10)
         manifest, _ = _synced(tmp_path, store, None)
         _add(store, 10, 5)
         with monkeypatch.context() as patched:
             patched.setattr("askalike.indexer.sync.load_faiss", _refuse)
+            patched.setattr("askalike.indexer.sync.load_lexical", lambda *_: pytest.fail("BM25 file read"))
             manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert not rebuilt
         _assert_matches_store(tmp_path, manifest, store)
+        assert load_lexical(tmp_path, manifest).term_ids == LexicalIndex.build(store.texts()).term_ids
         # another writer's manifest (a CLI run) names a file this process did not write: read
         other = tmp_path / "other"
         with Store(default_database_url(other)) as other_store:

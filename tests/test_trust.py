@@ -36,7 +36,6 @@ from helpers import (
 from askalike.indexer.directory import check_index, open_index
 from askalike.indexer.manifest import read_manifest
 from askalike.indexer.store import Store
-from askalike.indexer.vector_index import index_ids
 
 # ------------------------------------------------------------------ silently wrong answers
 
@@ -57,7 +56,7 @@ def test_add_only_run_never_extends_a_damaged_faiss_file(built, tmp_path, tiny_m
     try:
         with opened.store as store:
             for ids, vectors in store.vectors(opened.manifest.encoder.dim):
-                indexed = np.stack([opened.faiss.reconstruct(int(i)) for i in ids])
+                indexed = np.stack([opened.faiss.main.reconstruct(int(i)) for i in ids])
                 np.testing.assert_array_equal(indexed, vectors)
     finally:
         opened.close()
@@ -438,5 +437,5 @@ def test_reading_an_index_writes_nothing(built):
     assert invoke("index-info", "--index", index_dir).exit_code == 0
     assert listing(index_dir) == before
     opened = open_index(index_dir)
-    assert len(index_ids(opened.faiss)) == 200
+    assert len(opened.faiss.ids()) == 200
     opened.close()

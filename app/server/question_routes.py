@@ -40,10 +40,9 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     if date_format is not None:
         reading = replace(reading, date_order=date_format)
     questions, warnings = validated_questions(records, reading, DATE_FORMAT)
-    with loaded.write_lock:
-        report = upsert_questions(live.index_dir, questions, encoder, identity, source,
-                                  loaded.settings.database, limits.lock_wait_s,
-                                  commit_guard=lambda changes_text: live.committing(exclusive=changes_text))
+    report = loaded.writes.run(lambda: upsert_questions(
+        live.index_dir, questions, encoder, identity, source, loaded.settings.database, limits.lock_wait_s,
+        commit_guard=lambda changes_text: live.committing(exclusive=changes_text)))
     report.warnings = warnings + report.warnings
     return report.as_json()
 
@@ -98,9 +97,12 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         live = loaded.require()
         with live.searching() as searcher:
             external_id = stored_question(searcher, id, source).external_id
-        with loaded.write_lock, live.committing():  # a delete's wait for the lock aside, it is all commit
-            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                      limits.lock_wait_s)
+        def delete() -> int:
+            with live.committing():  # a delete's wait for the lock aside, it is all commit
+                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                       limits.lock_wait_s)
+
+        deleted = loaded.writes.run(delete)
         return {"deleted": deleted}
 
     return routes
