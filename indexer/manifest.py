@@ -99,8 +99,8 @@ def read_manifest(index_dir: Path) -> Manifest | None:
 
 def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     """The path of a file the manifest names, once its size and sha256 match the manifest's
-    (every open: a damaged file is never searched or extended; one this process wrote and nobody
-    has touched since is not read again, ``files.known_sha256``)."""
+    (every open: a damaged file is never searched or extended; one this process wrote or read,
+    whose identity and times have not changed since, is not read again, ``files.known_sha256``)."""
     path = index_dir / name
     hint = REPAIR_HINT.format(dir=index_dir)
     missing = IndexDirectoryError(f"{path}: missing; rebuild it from the database with `{hint}`")

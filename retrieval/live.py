@@ -131,11 +131,10 @@ class _RetiredSearchers:
 
 
 class LiveSearcher:
-    """The current ``Searcher`` of ``index_dir``; ``open_searcher(previous)`` opens one (``previous``:
-    the state it replaces, None for the first: its encoder is reused, so that a reload loads no
-    model)."""
+    """The current ``Searcher`` of ``index_dir``; ``open_searcher(encoder)`` opens one (with the
+    encoder of the first, so that a reload loads no model)."""
 
-    def __init__(self, index_dir: Path, open_searcher: Callable[[Searcher | None], Searcher]) -> None:
+    def __init__(self, index_dir: Path, open_searcher: Callable[[Encoder | None], Searcher]) -> None:
         self.index_dir = index_dir
         self._open = open_searcher
         self._swap = threading.Lock()  # held briefly: to swap the current searcher, count its users
@@ -183,7 +182,7 @@ class LiveSearcher:
         if state == self._state:
             return
         try:
-            fresh = self._open(self._current)
+            fresh = self._open(self._current.encoder)
         except Exception:  # a long-running server keeps answering from the state it has
             log.exception("cannot open the index's new state; still answering from the one before")
             return  # tried again by the next search: a state caught mid-write opens then

@@ -228,8 +228,7 @@ class Searcher:
     BM25 file and computes what a first search would (its BM25 weights, the sources' labels) at
     opening instead (a long-running process: no search pays for them, not even the first on a
     state a write has just opened: at 100,000 questions they took 0.1 s, for which every client
-    then waited); ``prepare_lexical=False`` leaves the BM25 file to the first search that needs
-    it (a server whose clients search only by meaning: 40 ms of every state's opening there).
+    then waited).
 
     Searches skip the indexed questions that are no longer stored (a run interrupted between its
     database commit and its index files, or a delete since this state was opened). With
@@ -240,8 +239,8 @@ class Searcher:
     def __init__(self, index_dir: Path, database: str | None = None, model: str | None = None,
                  encoder: Encoder | None = None, settings: SearchSettings | None = None,
                  threads: int | None = None, remember_stored: bool = False,
-                 prepared: bool = False, prepare_lexical: bool = True) -> None:
-        self.index: OpenIndex = open_index(index_dir, database, lexical=prepared and prepare_lexical)
+                 prepared: bool = False) -> None:
+        self.index: OpenIndex = open_index(index_dir, database, lexical=prepared)
         manifest = self.index.manifest
         identity = manifest.encoder
 
@@ -312,11 +311,6 @@ class Searcher:
 
     def source_label(self, source: str) -> str:
         return self.source_labels.get(source, source)
-
-    @property
-    def lexical_searched(self) -> bool:
-        """Whether a search has read the BM25 index (a lexical or hybrid one)."""
-        return "lexical" in self.__dict__  # the cached property below, once read
 
     @cached_property
     def lexical(self) -> LexicalIndex:

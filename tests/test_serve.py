@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import socket
-import sys
 import threading
 import time
 
@@ -18,7 +17,6 @@ from serving import KEY, WRITE, WRONG, assert_answered_as_documented, serving
 from askalike.app.commands.serve import UVICORN_OPTIONS
 from askalike.app.server.security import KeyChecker, public_message
 from askalike.app.server.settings import Limits, ServerConfigError, ServerSettings, api_keys
-from askalike.indexer.database import StoreError
 from askalike.indexer.layout import index_lock
 from askalike.retrieval.fusion import SearchMode
 from askalike.retrieval.results import Shown, search_payload
@@ -445,52 +443,3 @@ def test_connections_accepted_from_the_socket_of_several_workers_have_tcp_nodela
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-def test_a_new_state_reads_the_bm25_file_at_once_only_where_searches_use_it(built, tmp_path, monkeypatch):
-    """A server whose clients search by meaning alone does not read and prepare the BM25 file at
-    every write's new state (40 ms of each opening at 100,000 questions); once a lexical or
-    hybrid search is made, every state after reads it at opening, so no search pays for it."""
-    from askalike.retrieval import searcher as searcher_module
-
-    opened = searcher_module.open_index
-    lexical_at_open: list[bool] = []
-    monkeypatch.setattr(searcher_module, "open_index", lambda *args, lexical=False: (
-        lexical_at_open.append(lexical), opened(*args, lexical=lexical))[1])
-    query = {"q": "zebra crossing rules who may cross first", "k": 1}
-    with serving(built[0], tmp_path) as client:
-        assert client.get("/search", params=query | {"mode": "dense"}).status_code == 200
-        assert client.post("/questions", json=NEW, headers=WRITE).status_code == 200
-        found = client.get("/search", params=query | {"mode": "dense"}).json()["results"]
-        assert [hit["id"] for hit in found] == ["new-1"] and lexical_at_open == [True, False]
-        found = client.get("/search", params=query | {"mode": "hybrid"}).json()["results"]
-        assert [hit["id"] for hit in found] == ["new-1"]  # the BM25 file read by this search
-        second = NEW | {"id": "new-2", "subject": "zebra stripes", "body": "why do zebras have stripes?"}
-        assert client.post("/questions", json=second, headers=WRITE).status_code == 200
-        assert lexical_at_open == [True, False, True]
-        assert client.get("/search", params=query | {"mode": "dense"}).status_code == 200
-        assert client.post("/questions", json=second | {"id": "new-3"}, headers=WRITE).status_code == 200
-        assert lexical_at_open == [True, False, True, True]  # hybrid searches were made: it stays read
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="only Linux gives each thread a priority of its own")
-def test_writes_run_on_one_thread_below_the_searches_priority():
-    from askalike.app.server.writes import WRITE_NICENESS, Writes
-
-    def niceness() -> int:
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    own, writes = niceness(), Writes()
-    try:
-        names, levels = zip(*[writes.run(lambda: (threading.current_thread().name, niceness()))
-                              for _ in range(2)], strict=True)
-        assert names[0] == names[1] and names[0].startswith("askalike-writes")  # the one thread
-        assert levels == (min(own + WRITE_NICENESS, 19),) * 2 and niceness() == own  # the caller's as it was
-
-        def failing() -> None:
-            raise StoreError("the database is locked")
-
-        with pytest.raises(StoreError, match="locked"):  # raised where the write was asked for
-            writes.run(failing)
-    finally:
-        writes.close()

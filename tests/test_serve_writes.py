@@ -111,8 +111,8 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
     index_dir = built[0]
     opened: list[object] = []
 
-    def open_searcher(previous):
-        opened.append(previous)
+    def open_searcher(encoder):
+        opened.append(encoder)
         if len(opened) > 1:
             raise OSError("damaged FAISS file")
         return Searcher(index_dir)
@@ -136,9 +136,9 @@ def test_searches_during_a_write_in_this_process_answer_from_the_state_before(bu
     index_dir = built[0]
     opened: list[str] = []
 
-    def open_searcher(previous):
+    def open_searcher(encoder):
         opened.append(threading.current_thread().name)
-        return Searcher(index_dir, encoder=None if previous is None else previous.encoder)
+        return Searcher(index_dir, encoder=encoder)
 
     live = LiveSearcher(index_dir, open_searcher)
 
@@ -178,7 +178,7 @@ def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_sear
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{}")
-    live = LiveSearcher(tmp_path, lambda previous: State())
+    live = LiveSearcher(tmp_path, lambda encoder: State())
     with live.searching() as first:
         manifest.write_text("{} ")  # a new state, opened while a search still uses the first
         live.refresh(wait=True)
@@ -213,7 +213,7 @@ def test_a_replaced_state_that_cannot_be_closed_leaves_the_next_ones_closed(tmp_
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{}")
-    live = LiveSearcher(tmp_path, lambda previous: State())
+    live = LiveSearcher(tmp_path, lambda encoder: State())
     for spaces in range(1, 4):
         manifest.write_text("{}" + " " * spaces)  # a new state: the one before is retired
         live.refresh(wait=True)

@@ -35,7 +35,6 @@ from askalike.app.server.security import (
     unknown_parameters,
 )
 from askalike.app.server.settings import ServerSettings, api_keys
-from askalike.app.server.writes import Writes
 from askalike.core.datasets import JsonError, json_value
 from askalike.core.errors import UserError
 from askalike.indexer.layout import IndexBusyError
@@ -59,7 +58,7 @@ class ServedIndex:
         self.settings = settings
         self.live: LiveSearcher | None = None  # once loaded
         self.failure: str | None = None
-        self.writes = Writes()  # this process's writes, one at a time, behind its searches
+        self.write_lock = threading.Lock()  # this process's writes, one at a time
 
     def load(self) -> None:
         try:
@@ -68,17 +67,9 @@ class ServedIndex:
 
             index_dir, settings = Path(self.settings.index_dir), self.settings
 
-            lexical_searched = False  # by a search of any state so far
-
-            def open_searcher(previous: Searcher | None) -> Searcher:
-                """The next state, ready to search; its BM25 file read at once where lexical or
-                hybrid searches were made before (and for the first state)."""
-                nonlocal lexical_searched
-                lexical_searched = lexical_searched or (previous is not None and previous.lexical_searched)
-                return Searcher(index_dir, settings.database, settings.model,
-                                encoder=None if previous is None else previous.encoder,
-                                threads=SEARCH_THREADS, remember_stored=True, prepared=True,
-                                prepare_lexical=previous is None or lexical_searched)
+            def open_searcher(encoder: Any) -> Searcher:
+                return Searcher(index_dir, settings.database, settings.model, encoder=encoder,
+                                threads=SEARCH_THREADS, remember_stored=True, prepared=True)
 
             self.live = LiveSearcher(index_dir, open_searcher)
         except UserError as err:
@@ -216,7 +207,6 @@ def create_app(settings: ServerSettings, served: bool = False) -> FastAPI:
         else:
             threading.Thread(target=load, name="askalike-load", daemon=True).start()
         yield
-        loaded.writes.close()
         if loaded.live is not None:
             loaded.live.close()
 

@@ -40,9 +40,10 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     if date_format is not None:
         reading = replace(reading, date_order=date_format)
     questions, warnings = validated_questions(records, reading, DATE_FORMAT)
-    report = loaded.writes.run(lambda: upsert_questions(
-        live.index_dir, questions, encoder, identity, source, loaded.settings.database, limits.lock_wait_s,
-        commit_guard=lambda changes_text: live.committing(exclusive=changes_text)))
+    with loaded.write_lock:
+        report = upsert_questions(live.index_dir, questions, encoder, identity, source,
+                                  loaded.settings.database, limits.lock_wait_s,
+                                  commit_guard=lambda changes_text: live.committing(exclusive=changes_text))
     report.warnings = warnings + report.warnings
     return report.as_json()
 
@@ -97,12 +98,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         live = loaded.require()
         with live.searching() as searcher:
             external_id = stored_question(searcher, id, source).external_id
-        def delete() -> int:
-            with live.committing():  # a delete's wait for the lock aside, it is all commit
-                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                       limits.lock_wait_s)
-
-        deleted = loaded.writes.run(delete)
+        with loaded.write_lock, live.committing():  # a delete's wait for the lock aside, it is all commit
+            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                      limits.lock_wait_s)
         return {"deleted": deleted}
 
     return routes
