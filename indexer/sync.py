@@ -218,18 +218,13 @@ def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None,
     process wrote it) extended with the questions added since (only when that run added
     questions alone: ids then only grow), else built anew."""
     if previous is not None and previous.lexical_file:
-        try:
-            lexical = (load_lexical(index_dir, previous) if kept is None
-                       else _verified_lexical(index_dir, previous, kept))
+        try:  # as the FAISS files: a kept index once its file still matches the manifest
+            if kept is not None:
+                verified_lexical_file(index_dir, previous)
+            lexical = kept if kept is not None else load_lexical(index_dir, previous)
         except IndexDirectoryError:  # missing or damaged: built anew below
             pass
         else:
             known = int(lexical.doc_ids.max()) if len(lexical) else -1
             return lexical.updated(store.texts(after_id=known), ())
     return LexicalIndex.build(store.texts())
-
-
-def _verified_lexical(index_dir: Path, manifest: Manifest, kept: LexicalIndex) -> LexicalIndex:
-    """``kept``, once the BM25 file it was written to still matches the manifest's checksum."""
-    verified_lexical_file(index_dir, manifest)
-    return kept
