@@ -138,7 +138,9 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
         self.searcher = searcher  # reads the dates by the index's date format
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
+        # the dialog itself never takes the focus (a scrollable one would, before the first
+        # list, when it overflows a small terminal): Tab scrolls to the widget it focuses
+        with VerticalScroll(id="dialog", can_focus=False):
             yield Label("Filters (none ticked: any; Tab moves, space ticks)")
             for widget_id, title, offered, picked in (
                     ("sources", "Sources", self.choices.sources, self.current.sources),
@@ -212,6 +214,20 @@ class ResultsTable(DataTable):
     7 characters) until the next search."""
 
     LABELS = ("#", *TUI_FIELDS)
+    BINDINGS: ClassVar = [
+        Binding("q", "app.quit", "Quit"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+        Binding("m", "app.more_like", "More like this"),
+        Binding("b", "app.back", "Back"),
+        Binding("f", "app.filters", "Filters"),
+        Binding("c", "app.clear_filters", "Clear filters"),
+        Binding("a", "app.toggle_collapse", "Alike"),
+        Binding("plus", "app.min_match(1)", "Min match +", show=False),
+        Binding("minus", "app.min_match(-1)", "Min match -", show=False),
+        Binding("slash", "app.focus_search", "Search", key_display="/"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
 
     def __init__(self, id: str) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -301,21 +317,16 @@ class SearchApp(App[None]):
     #buttons { height: auto; margin-top: 1; }
     #dialog Button { margin-right: 2; }
     """
+    # the keys that act wherever the focus is; the letters are the results table's (a letter
+    # typed in the search box is text). The footer shows the keys that act now, one per action:
+    # the table's letter first where it has the focus (both spell the action "app....").
     BINDINGS: ClassVar = [
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark,f1", "help", "Help", key_display="?"),
-        Binding("m", "more_like", "More like this"),
-        Binding("b,escape", "back", "Back"),
-        Binding("f", "filters", "Filters"),
-        Binding("c", "clear_filters", "Clear filters"),
-        Binding("a", "toggle_collapse", "Alike"),
-        Binding("plus", "min_match(1)", "Min match +", show=False),
-        Binding("minus", "min_match(-1)", "Min match -", show=False),
+        Binding("ctrl+c", "app.quit", "Quit", priority=True),
+        Binding("f1", "app.help", "Help", key_display="F1"),
+        Binding("escape", "app.back", "Back", key_display="Esc"),
         Binding("ctrl+t", "next_mode", "Mode", priority=True),
-        Binding("slash", "focus_search", "Search", key_display="/"),
-        Binding("down,j", "cursor('down')", "Down", show=False),
-        Binding("up,k", "cursor('up')", "Up", show=False),
+        Binding("down", "cursor('down')", "Down", show=False),
+        Binding("up", "cursor('up')", "Up", show=False),
     ]
 
     def __init__(self, open_searcher: Callable[[], Searcher], k: int = 20,

@@ -610,3 +610,45 @@ def test_the_status_line_names_a_ticked_source_once_as_the_results_do(tmp_path, 
     labels = {str(tmp_path / "tickets.csv"): "tickets.csv"}  # the index stored it by its path
     assert describe_filters(filters, labels) == "filters (c clears): source tickets.csv, queue=Email"
     assert describe_filters(filters, {}) == "filters (c clears): source tickets.csv, queue=Email"
+
+
+def _footer(app: SearchApp) -> list[str]:
+    """The footer's keys as shown ("q Quit")."""
+    from textual.widgets._footer import FooterKey
+
+    return [f"{key.key_display} {key.description}" for key in app.query(FooterKey)
+            if key.key != app.COMMAND_PALETTE_BINDING]
+
+
+@synchronously
+async def test_the_footer_shows_the_keys_that_act_where_the_focus_is(index_dir):
+    """A letter typed in the search box is text: the footer shows no letter key there; the
+    results table's letters once it has the focus."""
+    app = make_app(index_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        typing = _footer(app)
+        await pilot.press(*"cheap car", "enter")
+        await settle(pilot)
+        browsing = _footer(app)
+    assert typing == ["^c Quit", "F1 Help", "Esc Back", "^t Mode"]
+    assert browsing == ["q Quit", "? Help", "m More like this", "b Back", "f Filters", "a Alike",
+                        "/ Search", "^t Mode"]  # "c Clear filters" once there are filters
+
+
+@synchronously
+async def test_the_filters_dialog_starts_on_its_first_list_in_a_small_terminal(index_dir):
+    """Where the dialog overflows the terminal, the focus still starts on its first list (not on
+    the dialog, which took a Tab to leave), and Tab goes on through its widgets."""
+    app = make_app(index_dir)
+    async with app.run_test(size=(80, 16)) as pilot:
+        await pilot.press(*"visa", "enter")
+        await settle(pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.screen.query_one("#dialog").max_scroll_y > 0  # it overflows
+        focused = [app.focused.id]
+        for _ in range(3):
+            await pilot.press("tab")
+            focused.append(app.focused.id)
+    assert focused == ["sources", "categories", "from", "to"]
