@@ -38,6 +38,11 @@ API_SOURCE = "api"  # the source of questions written through the API, unless on
 REQUEST = Path("questions")  # how errors name the request's items: "questions:2: ..."
 LOCK_POLL_S = 0.05
 T = TypeVar("T")
+Runner = Callable[[Callable[[], T]], T]  # runs a part of a write (elsewhere) and returns its result
+
+
+def _here(part: Callable[[], T]) -> T:
+    return part()
 
 
 @dataclass
@@ -124,13 +129,16 @@ def stored_source(sources: Collection[str], name: str) -> str:
 def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encoder: Encoder,
                      identity: EncoderIdentity, source: str = API_SOURCE, database: str | None = None,
                      lock_wait_s: float = 10.0,
-                     commit_guard: Callable[[bool], AbstractContextManager[object]] | None = None
-                     ) -> UpsertReport:
+                     commit_guard: Callable[[bool], AbstractContextManager[object]] | None = None,
+                     unwaited: Runner = _here) -> UpsertReport:
     """Add ``questions`` to ``source`` of an existing index, or replace those it has (by id):
     new and changed texts are embedded by ``encoder`` (the index's, ``identity``), metadata-only
     edits keep their vectors; all are committed in one transaction, then the index files follow.
     ``commit_guard(changes_text)`` is held from the commit until the manifest is switched (a
-    server's ``LiveSearcher.committing``, exclusive where stored text changes)."""
+    server's ``LiveSearcher.committing``, exclusive where stored text changes). ``unwaited`` runs
+    the parts that no search waits for (a server's thread below its searches' priority): the
+    embedding, and the commit of a write that changes no stored text; the commit of one that
+    does holds the searches (``commit_guard``) and runs in the caller's thread."""
     report = UpsertReport(ids=[q.external_id for q in questions])
     with writer_lock(index_dir, lock_wait_s):
         manifest = read_manifest(index_dir)
@@ -166,15 +174,19 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
                 report.total = store.count()
                 return report
             generation_before = store.generation()
-            vectors = (encoder.encode([q.text for q in pending]) if pending
+            vectors = (unwaited(lambda: encoder.encode([q.text for q in pending])) if pending
                        else np.zeros((0, identity.dim), dtype=np.float32))
-            guard = commit_guard(report.reembedded > 0) if commit_guard else nullcontext()
-            with guard:
-                store.write(source, pending, vectors, row_ids, field_edits)
-                only_added = not report.reembedded and manifest.generation == generation_before
-                manifest, _ = sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type,
-                                                url, manifest, only_added=only_added)
-            report.total = manifest.count
+            changes_text = report.reembedded > 0
+
+            def commit() -> int:
+                with commit_guard(changes_text) if commit_guard else nullcontext():
+                    store.write(source, pending, vectors, row_ids, field_edits)
+                    only_added = not changes_text and manifest.generation == generation_before
+                    written, _ = sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type,
+                                                   url, manifest, only_added=only_added)
+                return written.count
+
+            report.total = commit() if changes_text else unwaited(commit)
     return report
 
 

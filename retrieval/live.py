@@ -1,12 +1,16 @@
 """A searcher that follows its index directory's commits, for a long-running process.
 
 Each search answers from one ``Searcher``: the manifest, FAISS and BM25 files of one committed
-state. Before a search, the manifest file is looked at (a ``stat``: writers replace it by a
-rename, so a new commit is a new file); when it changed, a new ``Searcher`` is opened on the new
-state, with the same encoder, and takes over. Searches already running finish on the old one,
-which is closed when the last of them is done, on a thread of its own (``_RetiredSearchers``).
-So a search sees a commit (by this process or another, such as an ``askalike index`` run) as
-soon as the manifest is switched.
+state. A new commit (by this process, another server process or an ``askalike index`` run)
+switches the manifest file by a rename; a thread of this process's own (``_Follower``, below
+the searches' priority) opens the new state as soon as it sees it: woken by a search that finds
+the manifest changed, or by its own look at the manifest every ``FOLLOW_POLL_S``. Searches do not
+wait for that opening (at 100,000 questions it takes 30-40 ms of CPU; the one search that waited
+for it took 200-600 ms while a writer added questions): until it is done they answer from the
+state before, as a search engine's near-real-time search does. A read that names one question or
+must see every commit (``searching(latest=True)``: a question by its id, a write's lookups) opens
+the newest state first. Searches already running finish on the old state, which is closed when
+the last of them is done, on a thread of its own (``_RetiredSearchers``).
 
 A write in this process holds ``committing()`` from its database commit until its new state is
 open: searches meanwhile answer from the state before, and the writer opens the new one before it
@@ -28,6 +32,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from askalike.core.encoder import Encoder
+from askalike.core.priority import lower_thread_priority
 from askalike.indexer.layout import MANIFEST_FILE
 from askalike.retrieval.searcher import Searcher
 
@@ -38,6 +43,9 @@ ManifestState = tuple[int, int, int] | None  # inode, size, modification time (N
 # references to them (locals of frames that are returning) are gone before these are dropped; a
 # reference kept longer (a traceback's frames) frees the searcher wherever it is dropped, as before
 RETIRED_GRACE_S = 0.1
+# how often the follower looks at the manifest when no search wakes it, and waits before it tries
+# again to open a state that failed to open
+FOLLOW_POLL_S = 0.2
 
 
 def manifest_state(index_dir: Path) -> ManifestState:
@@ -130,6 +138,34 @@ class _RetiredSearchers:
         self._thread.join()
 
 
+class _Follower:
+    """The thread that opens each new commit of a ``LiveSearcher``'s directory, below the
+    searches' priority: when woken, and every ``FOLLOW_POLL_S`` otherwise."""
+
+    def __init__(self, follow: Callable[[], bool]) -> None:
+        self._follow = follow  # opens the newest state; False when it could not
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="askalike-state-follower", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        lower_thread_priority()
+        while not self._stopping.is_set():
+            self._wake.wait(FOLLOW_POLL_S)
+            self._wake.clear()
+            if not self._stopping.is_set() and not self._follow():
+                self._stopping.wait(FOLLOW_POLL_S)  # a state that failed: tried again later, not at once
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join()
+
+
 class LiveSearcher:
     """The current ``Searcher`` of ``index_dir``; ``open_searcher(encoder)`` opens one (with the
     encoder of the first, so that a reload loads no model)."""
@@ -142,22 +178,25 @@ class LiveSearcher:
         self._states = _ReadWriteLock()
         self._state = manifest_state(index_dir)
         self._current = open_searcher(None)
+        self._failed: ManifestState = None  # the last state that failed to open (logged once)
         self._users: dict[int, int] = {}  # id(searcher) -> searches running on it
         self._retired: dict[int, Searcher] = {}  # replaced, still searched
         self._closing = _RetiredSearchers()
+        self._follower = _Follower(lambda: self.refresh(wait=True))
 
     @property
     def encoder(self) -> Encoder:
         return self._current.encoder
 
-    def refresh(self, wait: bool = False) -> None:
+    def refresh(self, wait: bool = False) -> bool:
         """Open the committed state if the manifest changed since the current one was opened.
         While another thread opens it (or a write in this process is committing, which opens it
-        when done), searches go on with the current state (``wait``: wait for that thread)."""
+        when done), return at once (``wait``: wait for that thread, then open what is still
+        newer). False when the new state could not be opened."""
         if manifest_state(self.index_dir) == self._state or not self._reloading.acquire(blocking=wait):
-            return
+            return True
         try:
-            self._reopen()
+            return self._reopen()
         finally:
             self._reloading.release()
 
@@ -165,37 +204,37 @@ class LiveSearcher:
     def committing(self, exclusive: bool = False) -> Iterator[None]:
         """Held by a write in this process from its database commit until its new state is
         open, which it opens when the block ends (also when the block fails: the commit may have
-        switched the manifest). Meanwhile no search opens the new state: each answers at once
-        from the state before, instead of one search waiting for the files the writer is still
-        writing and then opening them (at 100,000 questions, a quarter of a second after every
-        write). ``exclusive`` (a write that changes stored text): no search of this process runs
-        until then, so that none shows new text ranked by the old vector."""
+        switched the manifest). Meanwhile no other thread opens the new state: searches answer
+        from the state before, instead of one opening the files the writer is still writing.
+        ``exclusive`` (a write that changes stored text): no search of this process runs until
+        then, so that none shows new text ranked by the old vector."""
         with self._reloading, self._states.writing() if exclusive else nullcontext():
             try:
                 yield
             finally:
                 self._reopen()
 
-    def _reopen(self) -> None:
+    def _reopen(self) -> bool:
         """``refresh``'s work, by the thread holding ``_reloading``."""
         state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
         if state == self._state:
-            return
+            return True
         try:
             fresh = self._open(self._current.encoder)
         except Exception:  # a long-running server keeps answering from the state it has
-            log.exception("cannot open the index's new state; still answering from the one before")
-            return  # tried again by the next search: a state caught mid-write opens then
+            if state != self._failed:  # tried again later: a state caught mid-write opens then
+                log.exception("cannot open the index's new state; still answering from the one before")
+            self._failed = state
+            return False
         with self._swap:
             old, self._current, self._state = self._current, fresh, state
             self._retire(old)
+        return True
 
     def ready_now(self) -> bool:
-        """Whether a search would start at once on the state already open: no new commit to
-        open (or one that another thread is opening), no ``exclusive`` write under way (a glance:
-        one may begin just after)."""
-        return ((self._reloading.locked() or manifest_state(self.index_dir) == self._state)
-                and self._states.open_to_readers())
+        """Whether a search would start at once: no ``exclusive`` write under way (a glance: one
+        may begin just after)."""
+        return self._states.open_to_readers()
 
     def _retire(self, searcher: Searcher) -> None:
         """Close ``searcher`` now if no search uses it, else when its last search ends."""
@@ -205,10 +244,15 @@ class LiveSearcher:
             self._closing.put(searcher)
 
     @contextmanager
-    def searching(self) -> Iterator[Searcher]:
-        """The current committed state, for one search."""
+    def searching(self, latest: bool = False) -> Iterator[Searcher]:
+        """The state open now, for one search; a newer commit wakes the follower, which opens
+        it. ``latest``: the newest committed state, opened first where it is not yet (a read
+        that names a question must find one just written by another process)."""
+        if latest:  # before reading(): an exclusive write holds _reloading while it waits for readers
+            self.refresh(wait=True)
         with self._states.reading():
-            self.refresh()
+            if not latest and manifest_state(self.index_dir) != self._state:
+                self._follower.wake()
             with self._swap:
                 searcher = self._current
                 self._users[id(searcher)] = self._users.get(id(searcher), 0) + 1
@@ -224,6 +268,7 @@ class LiveSearcher:
                             self._closing.put(retired)
 
     def close(self) -> None:
+        self._follower.stop()
         with self._swap:
             self._current.close()
             for searcher in self._retired.values():

@@ -59,6 +59,10 @@ class SearchError(UserError):
     """A search that cannot run: empty index, unknown question, encoder that does not match."""
 
 
+class AmbiguousIdError(SearchError):
+    """An id that several sources hold, given without the source that picks one."""
+
+
 @dataclass(frozen=True)
 class SearchFilters:
     """Restrict results by source file, category, or date; empty means no restriction.
@@ -204,8 +208,9 @@ def clipped(fraction: float) -> float:
 def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (),
                   source_option: str = "--source") -> StoredQuestion:
     """The stored question with the user's id ``external_id`` (from one of ``sources`` only, file
-    names or paths, when given); a SearchError when there is none, or one in each of several
-    sources (naming ``source_option``, what picks one). Reads the store only: no model is loaded."""
+    names or paths, when given); a SearchError when there is none, an AmbiguousIdError when
+    there is one in each of several sources (naming ``source_option``, what picks one). Reads the
+    store only: no model is loaded."""
     wanted = [name for source in sources for name in source_named(source)]
     found = [question for name in index.store.counts_by_source()
              if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
@@ -215,7 +220,7 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
                           + (f" from {', '.join(sources)}" if sources else ""))
     if len(found) > 1:
         labels = source_labels(index.store.counts_by_source())
-        raise SearchError(f"id {external_id!r} is in {len(found)} sources "
+        raise AmbiguousIdError(f"id {external_id!r} is in {len(found)} sources "
                           f"({', '.join(labels[q.source] for q in found)}): name one with {source_option}")
     return found[0]
 

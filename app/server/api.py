@@ -12,10 +12,11 @@ import gc
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -37,6 +38,7 @@ from askalike.app.server.security import (
 from askalike.app.server.settings import ServerSettings, api_keys
 from askalike.core.datasets import JsonError, json_value
 from askalike.core.errors import UserError
+from askalike.core.priority import background_executor
 from askalike.indexer.layout import IndexBusyError
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ PAGE = "page.html"
 # spread over the cores would only compete with the others (``askalike serve`` sets OpenMP's and
 # BLAS's to one as well)
 SEARCH_THREADS = 1
+T = TypeVar("T")
 
 
 class ServedIndex:
@@ -59,6 +62,18 @@ class ServedIndex:
         self.live: LiveSearcher | None = None  # once loaded
         self.failure: str | None = None
         self.write_lock = threading.Lock()  # this process's writes, one at a time
+        # its thread starts on the first write
+        self._below_searches: ThreadPoolExecutor = background_executor("askalike-writes")
+
+    def below_searches(self, work: Callable[[], T]) -> T:
+        """``work`` (a write's part that no search waits for) on this process's thread below the
+        searches' priority (``core.priority``), its result or error returned here."""
+        return self._below_searches.submit(work).result()
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()
+        self._below_searches.shutdown()
 
     def load(self) -> None:
         try:
@@ -207,8 +222,7 @@ def create_app(settings: ServerSettings, served: bool = False) -> FastAPI:
         else:
             threading.Thread(target=load, name="askalike-load", daemon=True).start()
         yield
-        if loaded.live is not None:
-            loaded.live.close()
+        loaded.close()
 
     api = FastAPI(title="askalike", summary="Questions alike in meaning, over HTTP",
                   description="Search an askalike index while people type, and add, edit or "

@@ -138,7 +138,8 @@ _ERRORS = {
          "other than JSON (application/json, application/*+json), a question `index` would refuse",
     401: "no API key, or not one of the server's",
     403: "writes are disabled: the server has no API key",
-    404: "no stored question has the id (or several sources have it and `source` names none of them)",
+    404: "no stored question has the id (in the source that `source` names, where it names one)",
+    409: "several sources hold the id: `source` must name one (the message names them)",
     413: "the body, or its number of questions, is over the server's limits",
     422: "a parameter or key out of its range or of the wrong type, or one the endpoint does not take "
          "(named, never ignored)",

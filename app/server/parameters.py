@@ -80,12 +80,14 @@ def minimum_match(value: str | float | None, default: float = SEARCH_MIN_MATCH) 
 
 def stored_question(searcher: "Searcher", external_id: str, source: str | None) -> "StoredQuestion":
     """The stored question a request names by its id (and ``source``, where several have it);
-    404 when there is none or the id is in several sources."""
-    from askalike.retrieval.searcher import SearchError
+    404 when there is none, 409 when several sources hold the id (the message names them)."""
+    from askalike.retrieval.searcher import AmbiguousIdError, SearchError
 
     try:
         return searcher.question(normalize_id(external_id), () if source is None else (source,),
                                  "?source=")
+    except AmbiguousIdError as err:
+        raise HTTPException(409, str(err)) from None
     except SearchError as err:
         raise HTTPException(404, str(err)) from None
 

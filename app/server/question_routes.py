@@ -34,7 +34,7 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     if len(records) > limits.batch:
         raise HTTPException(413, f"{len(records)} questions: at most {limits.batch} a request")
     live = loaded.require()
-    with live.searching() as searcher:
+    with live.searching(latest=True) as searcher:
         encoder, identity = searcher.encoder, searcher.index.manifest.encoder
         reading = IndexReading.of(searcher.index.store)
     if date_format is not None:
@@ -43,7 +43,8 @@ def _write(loaded: "ServedIndex", limits: Limits, records: list[Any], source: st
     with loaded.write_lock:
         report = upsert_questions(live.index_dir, questions, encoder, identity, source,
                                   loaded.settings.database, limits.lock_wait_s,
-                                  commit_guard=lambda changes_text: live.committing(exclusive=changes_text))
+                                  commit_guard=lambda changes_text: live.committing(exclusive=changes_text),
+                                  unwaited=loaded.below_searches)
     report.warnings = warnings + report.warnings
     return report.as_json()
 
@@ -56,10 +57,10 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
     written = errors(403, 413)  # what a write may be answered besides
 
     @routes.get("/questions/{id:path}", dependencies=[reader], response_model=Question,
-                summary="A question", responses=errors(404))
+                summary="A question", responses=errors(404, 409))
     def get_question(id: QuestionId, source: IdSource = None) -> dict[str, Any]:
         """One stored question by its id in your collection."""
-        with loaded.require().searching() as searcher:
+        with loaded.require().searching(latest=True) as searcher:
             question = stored_question(searcher, id, source)
             return {"id": question.external_id, "source": searcher.source_label(question.source),
                     "subject": question.subject, "body": question.body, "metadata": question.metadata}
@@ -90,17 +91,21 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         return _write(loaded, limits, [{**question, "id": id}], source, date_format)
 
     @routes.delete("/questions/{id:path}", dependencies=[writer], response_model=Deleted,
-                   summary="Remove a question", responses=errors(403, 404))
+                   summary="Remove a question", responses=errors(403, 404, 409))
     def delete_question(id: QuestionId, source: IdSource = None) -> dict[str, int]:
         """Remove one question (from ``source`` only, when several sources use the id)."""
         from askalike.indexer.upsert import delete_question
 
         live = loaded.require()
-        with live.searching() as searcher:
+        with live.searching(latest=True) as searcher:
             external_id = stored_question(searcher, id, source).external_id
-        with loaded.write_lock, live.committing():  # a delete's wait for the lock aside, it is all commit
-            deleted = delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                      limits.lock_wait_s)
-        return {"deleted": deleted}
+
+        def delete() -> int:
+            with live.committing():  # a delete's wait for the lock aside, it is all commit
+                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                       limits.lock_wait_s)
+
+        with loaded.write_lock:
+            return {"deleted": loaded.below_searches(delete)}
 
     return routes

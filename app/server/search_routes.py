@@ -172,7 +172,7 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
             request.mode, lowest, request.collapse)})
 
     @routes.get("/duplicates", response_model=SearchAnswer, response_model_exclude_unset=True,
-                 summary="Near-duplicates", responses=errors(404))
+                 summary="Near-duplicates", responses=errors(404, 409))
     def duplicates(id: Annotated[str | None, Query(description="a stored question's id (or text)")] = None,
                    text: Annotated[str | None, Query(max_length=limits.query_chars,
                                                      description="a text (or id)")] = None,
@@ -186,7 +186,7 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any) -> APIRouter:
         if (id is None) == (text is None):
             raise HTTPException(422, "give either id or text")
         shown = Shown(k, minimum_match(min_match, SAME_QUESTION))
-        with loaded.require().searching() as searcher:
+        with loaded.require().searching(latest=id is not None) as searcher:
             answer = (shown.search(searcher, [text], mode=SearchMode.dense)[0] if text is not None
                       else shown.like(searcher, stored_question(searcher, id, source)))
             return answer.payload(searcher.source_label)

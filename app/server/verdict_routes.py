@@ -52,7 +52,7 @@ def _record(loaded: "ServedIndex", limits: Limits, verdict: VerdictBody) -> dict
     from askalike.indexer.upsert import record_verdict
 
     live = loaded.require()
-    with live.searching() as searcher:
+    with live.searching(latest=True) as searcher:
         first, second = (_judged(searcher, which, judged)
                          for which, judged in (("first", verdict.first), ("second", verdict.second)))
         labels = searcher.source_labels
