@@ -91,7 +91,18 @@ PEER_COMPONENTS: dict[str, str | None] = {"flat": "IDMap,Flat", "hnsw": f"IDMap,
                                           "ivf": None, "ivfpq": None}
 
 Request = Callable[[str], str]  # query -> the path and query string of its search
-Writer = Callable[[list[str], str], tuple[int, int]]  # (texts, id prefix) -> (written, failed requests)
+
+
+@dataclass
+class Writes:
+    """What a writer did: questions written, requests that failed, each request's time."""
+
+    written: int = 0
+    failed: int = 0
+    times_ms: list[float] = field(default_factory=list)
+
+
+Writer = Callable[[list[str], str], Writes]  # (texts, id prefix) -> what it did
 
 
 @dataclass
@@ -106,6 +117,7 @@ class Level:
     seconds: float = 0.0
     written: int = 0
     failed_writes: int = 0  # write requests not answered 200 (their questions not counted as written)
+    write_ms: list[float] = field(default_factory=list)  # each write request's time
 
     @property
     def searches_per_s(self) -> float:
@@ -167,12 +179,14 @@ class Target:
                          "adding" if level.writing else "idle", f"{level.searches_per_s:.1f}",
                          f"{p50:.1f}", f"{p95:.1f}", f"{p99:.1f}", level.errors,
                          level.written if level.writing else "-",
-                         level.failed_writes if level.writing else "-", f"{level.load_average:.2f}"])
+                         level.failed_writes if level.writing else "-",
+                         f"{np.median(level.write_ms):.0f}" if level.write_ms else "-",
+                         f"{level.load_average:.2f}"])
         return rows
 
 
 HEADER = ["system", "mode", "workers", "clients", "writer", "searches/s", "p50 ms", "p95 ms", "p99 ms",
-          "errors", "written", "failed writes", "load avg 1 min"]
+          "errors", "written", "failed writes", "write ms (median)", "load avg 1 min"]
 
 
 def free_port() -> int:
@@ -249,7 +263,7 @@ def cached_peer_index(python: str, texts: list[str], index_type: str, mode: str,
 
 
 def run_level(url: str, request: Request, queries: list[str], clients: int, seconds: float,
-              write: Callable[[], tuple[int, int]] | None) -> Level:
+              write: Callable[[], Writes] | None) -> Level:
     """``clients`` searching for ``seconds`` (and, with ``write``, until it has written). Each
     client keeps one connection (the standard library's: the load generator shares the cores
     with the server, and it costs a quarter of the CPU a request that httpx's does)."""
@@ -286,7 +300,9 @@ def run_level(url: str, request: Request, queries: list[str], clients: int, seco
         thread.start()
     try:  # the clients stop however the writer ends (a writer that raised once left them running)
         if write is not None:
-            level.written, level.failed_writes = write()
+            writes = write()
+            level.written, level.failed_writes, level.write_ms = (writes.written, writes.failed,
+                                                                  writes.times_ms)
         time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     finally:
         stop.set()
@@ -303,43 +319,48 @@ def batches(texts: list[str], prefix: str, size: int) -> Iterator[list[dict[str,
 
 
 def askalike_writer(url: str, size: int) -> Writer:
-    def write(texts: list[str], prefix: str) -> tuple[int, int]:
-        written = failed = 0
+    def write(texts: list[str], prefix: str) -> Writes:
+        writes = Writes()
         with httpx.Client(base_url=url, timeout=600, headers={"Authorization": f"Bearer {KEY}"}) as http:
             for batch in batches(texts, prefix, size):
+                started = time.perf_counter()
                 try:
                     answer = http.post("/questions", json=batch)
                 except httpx.TransportError as err:  # a worker that died: a failed write, not a crash
-                    failed += 1
+                    writes.failed += 1
                     print(f"a write failed: {err!r}", file=sys.stderr)
                     continue
+                finally:
+                    writes.times_ms.append((time.perf_counter() - started) * 1000)
                 if answer.status_code == 200:
-                    written += answer.json()["added"]
+                    writes.written += answer.json()["added"]
                 else:
-                    failed += 1
+                    writes.failed += 1
                     print(f"a write failed: {answer.status_code} {answer.text[:200]}", file=sys.stderr)
-        return written, failed
+        return writes
     return write
 
 
 def txtai_writer(url: str, size: int) -> Writer:
-    def write(texts: list[str], prefix: str) -> tuple[int, int]:
-        written = failed = 0
+    def write(texts: list[str], prefix: str) -> Writes:
+        writes = Writes()
         with httpx.Client(base_url=url, timeout=600) as http:
             for batch in batches(texts, prefix, size):
                 documents = [{"id": item["id"], "text": item["title"]} for item in batch]
                 statuses: list[object]
+                started = time.perf_counter()
                 try:
                     statuses = [http.post("/add", json=documents).status_code,
                                 http.get("/upsert").status_code]
                 except httpx.TransportError as err:  # a worker that died: a failed write, not a crash
                     statuses = [repr(err)]
+                writes.times_ms.append((time.perf_counter() - started) * 1000)
                 if statuses == [200, 200]:
-                    written += len(batch)
+                    writes.written += len(batch)
                 else:
-                    failed += 1
+                    writes.failed += 1
                     print(f"a peer write failed: {statuses}", file=sys.stderr)
-        return written, failed
+        return writes
     return write
 
 
@@ -373,7 +394,8 @@ def probe_writes(python: str, index: Path, workers: int, texts: list[str], args:
         server = probe.servers[0]
         size = args.write_batch
         for number in range(PROBE_ROUNDS):
-            server.record(*server.writer(texts[number * size:(number + 1) * size], f"probe{number}-"))
+            probed = server.writer(texts[number * size:(number + 1) * size], f"probe{number}-")
+            server.record(probed.written, probed.failed)
         expected = server.collection + server.written
         short = sum(server.count() != expected for _ in range(PROBE_COUNTS))
     problems = [f"{server.failed_writes} of {PROBE_ROUNDS} writes failed"] if server.failed_writes else []
@@ -452,10 +474,10 @@ def run_all(plan: Plan, queries: list[str], to_write: list[str], args: argparse.
                 prefix = f"w{server.batches_used}-"
 
                 def write(texts: list[str] = texts, prefix: str = prefix, server: Server = server
-                          ) -> tuple[int, int]:
-                    written, failed = server.writer(texts, prefix)
-                    server.record(written, failed)
-                    return written, failed
+                          ) -> Writes:
+                    writes = server.writer(texts, prefix)
+                    server.record(writes.written, writes.failed)
+                    return writes
             target.levels.append(run_level(server.url, target.request, queries, clients, args.seconds, write))
             print(markdown_table(HEADER, target.rows()[-1:]), file=sys.stderr, flush=True)
 
@@ -590,7 +612,8 @@ def report_body(args: argparse.Namespace, plan: Plan, table: str, checks: list[s
             "(those compared side by side next to each other: by workers, then mode). "
             f"Each client sends one search at a time; writer \"adding\" runs while a client POSTs "
             f"{args.writes:,} new questions in batches of {args.write_batch} (and at least "
-            f"{args.seconds:g} s), idle runs {args.seconds:g} s. Latency is what the client measured, "
+            f"{args.seconds:g} s), idle runs {args.seconds:g} s; \"write ms\" is the median time of "
+            "one of its requests. Latency is what the client measured, "
             f"load generator and servers sharing the machine's {os.cpu_count()} cores; \"load avg 1 "
             f"min\" is the 1-minute load average when the row's run started (the runs before it "
             f"count in it; {load_before:.2f} before the servers started)."
