@@ -159,6 +159,7 @@ class FilterScreen(ModalScreen[SearchFilters | None]):
             with Horizontal(id="buttons"):
                 yield Button("Apply", id="apply", variant="primary")
                 yield Button("Clear", id="clear")
+        yield Footer()  # its own keys, not those of the screen beneath
 
     def _value(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value.strip()

@@ -613,10 +613,10 @@ def test_the_status_line_names_a_ticked_source_once_as_the_results_do(tmp_path, 
 
 
 def _footer(app: SearchApp) -> list[str]:
-    """The footer's keys as shown ("q Quit")."""
+    """The keys that the shown screen's footer shows ("q Quit")."""
     from textual.widgets._footer import FooterKey
 
-    return [f"{key.key_display} {key.description}" for key in app.query(FooterKey)
+    return [f"{key.key_display} {key.description}" for key in app.screen.query(FooterKey)
             if key.key != app.COMMAND_PALETTE_BINDING]
 
 
@@ -639,7 +639,8 @@ async def test_the_footer_shows_the_keys_that_act_where_the_focus_is(index_dir):
 @synchronously
 async def test_the_filters_dialog_starts_on_its_first_list_in_a_small_terminal(index_dir):
     """Where the dialog overflows the terminal, the focus still starts on its first list (not on
-    the dialog, which took a Tab to leave), and Tab goes on through its widgets."""
+    the dialog, which took a Tab to leave), and Tab goes on through its widgets; its footer is
+    its own."""
     app = make_app(index_dir)
     async with app.run_test(size=(80, 16)) as pilot:
         await pilot.press(*"visa", "enter")
@@ -647,6 +648,7 @@ async def test_the_filters_dialog_starts_on_its_first_list_in_a_small_terminal(i
         await pilot.press("f")
         await pilot.pause()
         assert app.screen.query_one("#dialog").max_scroll_y > 0  # it overflows
+        assert _footer(app) == ["esc Cancel"]  # its own keys, not those of the screen beneath
         focused = [app.focused.id]
         for _ in range(3):
             await pilot.press("tab")
