@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from askalike.app.cli import app
@@ -159,7 +160,8 @@ def stored_count(database: Path) -> int:
 # Runs ``askalike ARGS`` with Store.write stopping the process (SIGSTOP) once a commit leaves at
 # least ROWS questions stored: a kill "mid-embedding" then lands there whatever the machine's speed.
 _STOP_AFTER_ROWS = """
-import os, signal, sys
+import faulthandler, os, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung run's stacks: see ended_or_stacks
 from askalike.indexer.store import Store
 rows = int(sys.argv.pop(1))
 write = Store.write
@@ -179,6 +181,18 @@ def stopping_at_rows(command: list[str], rows: int) -> list[str]:
     """``command`` (an ``index_command``) made to stop itself once ``rows`` questions are stored."""
     assert command[1:3] == ["-m", "askalike.app"], command
     return [command[0], "-c", _STOP_AFTER_ROWS, str(rows), *command[3:]]
+
+
+def ended_or_stacks(process: subprocess.Popen, hang_s: float = 300) -> str:
+    """The stderr of a ``stopping_at_rows`` run once it ends; one that has not ended in ``hang_s``
+    is taken as hung: its threads' stacks (faulthandler) are the test's failure message."""
+    try:
+        return process.communicate(timeout=hang_s)[1]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1)  # for the stacks to be written; then it is killed
+        process.kill()
+        pytest.fail(f"the run did not end in {hang_s} s; its threads:\n{process.communicate()[1]}")
 
 
 def wait_until_stopped(process: subprocess.Popen, database: Path, rows: int, hang_s: float = 300) -> None:

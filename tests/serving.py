@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +19,15 @@ from askalike.app.server.settings import Limits, ServerSettings
 KEY = "test-key-0123456789abcdef"
 WRITE = {"Authorization": f"Bearer {KEY}"}
 WRONG = {"Authorization": "Bearer not-the-key-0123456789"}
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within a minute (what a server's own thread does in the
+    background: a busy machine's wait, not a timing)."""
+    deadline = time.monotonic() + 60
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
 
 
 def wait_ready(client: TestClient, timeout_s: float = 60.0) -> None:

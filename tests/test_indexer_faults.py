@@ -12,6 +12,7 @@ from helpers import (
     ROOT,
     answering_index_size,
     collection,
+    ended_or_stacks,
     index_command,
     kill_when,
     run_index,
@@ -92,7 +93,7 @@ def test_ctrl_c_says_what_the_run_kept_and_the_same_command_goes_on(clean_run, t
     wait_until_stopped(process, database, 2000)
     process.send_signal(signal.SIGINT)  # pending until the run goes on, right after its commit
     process.send_signal(signal.SIGCONT)
-    _, errors = process.communicate(timeout=300)
+    errors = ended_or_stacks(process)
     assert process.returncode == 130, errors
     assert errors.startswith("interrupted: the questions embedded so far are stored (--commit-every at a "
                              "time); run the same command to go on from there."), errors

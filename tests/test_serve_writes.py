@@ -8,15 +8,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import httpx
 import pytest
 from helpers import index, write_jsonl
-from serving import WRITE, listening, serving
+from serving import WRITE, eventually, listening, serving
 
 from askalike.core.loader import load_encoder
 from askalike.core.priority import BACKGROUND_NICENESS
@@ -92,7 +91,7 @@ def test_a_cli_index_run_is_opened_by_the_server_unasked_and_read_at_once(built,
                                                       "body": "where do penguins nest?"}])
         index(more, index_dir, tiny_model)
         # /ready answers from the state open now: it opens nothing itself
-        assert _eventually(lambda: client.get("/ready").json()["questions"] == 201)
+        assert eventually(lambda: client.get("/ready").json()["questions"] == 201)
         hits = client.get("/search", params={"q": "penguin colonies where do penguins nest", "k": 1,
                                              "mode": "dense"}).json()["results"]
         assert [(hit["id"], hit["source"].rsplit("/", 1)[-1]) for hit in hits] == [("m1", "more.jsonl")]
@@ -115,15 +114,6 @@ def test_a_write_through_one_server_is_seen_by_another(built, tmp_path):
         second.delete("/questions/n1", headers=WRITE)
         assert first.get("/questions/n1").status_code == 404
 
-
-
-def _eventually(condition: Callable[[], bool]) -> bool:
-    """Whether ``condition`` holds within a minute (what a server's own thread does in the
-    background: a busy machine's wait, not a timing)."""
-    deadline = time.monotonic() + 60
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()
 
 
 @pytest.mark.reliability("a server's index changes to a state that cannot be opened (damaged files)",
@@ -152,7 +142,7 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
     for _ in range(3):
         with live.searching() as searcher:
             assert searcher is first and searcher.search("visa", 3)
-    assert _eventually(lambda: len(opened) >= 3)  # tried again, not only once
+    assert eventually(lambda: len(opened) >= 3)  # tried again, not only once
     assert caplog.text.count("cannot open the index's new state") == 1
     damaged.clear()  # repaired: the next try opens it
 
@@ -160,7 +150,7 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
         with live.searching() as searcher:
             return searcher is not first
 
-    assert _eventually(new_state)
+    assert eventually(new_state)
     live.close()
 
 
@@ -239,7 +229,7 @@ def test_searches_answer_at_once_while_the_follower_opens_a_new_state(built):
         with live.searching() as searcher:
             return searcher is not first
 
-    assert _eventually(new_state)
+    assert eventually(new_state)
     live.close()
     (_, process_priority), (follower, follower_priority) = opened_on  # the first opened by the caller
     assert follower == "askalike-state-follower"
