@@ -157,7 +157,14 @@ class _Follower:
         while not self._stopping.is_set():
             self._wake.wait(FOLLOW_POLL_S)
             self._wake.clear()
-            if not self._stopping.is_set() and not self._follow():
+            if self._stopping.is_set():
+                break
+            try:
+                followed = self._follow()
+            except Exception:  # never the end of following: the next look tries again
+                log.exception("cannot follow the index's commits; trying again")
+                followed = False
+            if not followed:
                 self._stopping.wait(FOLLOW_POLL_S)  # a state that failed: tried again later, not at once
 
     def stop(self) -> None:
@@ -179,14 +186,20 @@ class LiveSearcher:
         self._state = manifest_state(index_dir)
         self._current = open_searcher(None)
         self._failed: ManifestState = None  # the last state that failed to open (logged once)
+        self._closed = False  # set under _reloading: no state opens after close()
         self._users: dict[int, int] = {}  # id(searcher) -> searches running on it
         self._retired: dict[int, Searcher] = {}  # replaced, still searched
         self._closing = _RetiredSearchers()
-        self._follower = _Follower(lambda: self.refresh(wait=True))
+        self._follower = _Follower(self._follow)
 
     @property
     def encoder(self) -> Encoder:
         return self._current.encoder
+
+    @property
+    def opened_state(self) -> ManifestState:
+        """The manifest (inode, size, modification time) of the state open now."""
+        return self._state
 
     def refresh(self, wait: bool = False) -> bool:
         """Open the committed state if the manifest changed since the current one was opened.
@@ -204,8 +217,8 @@ class LiveSearcher:
     def committing(self, exclusive: bool = False) -> Iterator[None]:
         """Held by a write in this process from its database commit until its new state is
         open, which it opens when the block ends (also when the block fails: the commit may have
-        switched the manifest). Meanwhile no other thread opens the new state: searches answer
-        from the state before, instead of one opening the files the writer is still writing.
+        switched the manifest). Meanwhile searches answer from the state before, and no other
+        thread opens the new state (the follower leaves it to the writer).
         ``exclusive`` (a write that changes stored text): no search of this process runs until
         then, so that none shows new text ranked by the old vector."""
         with self._reloading, self._states.writing() if exclusive else nullcontext():
@@ -217,19 +230,47 @@ class LiveSearcher:
     def _reopen(self) -> bool:
         """``refresh``'s work, by the thread holding ``_reloading``."""
         state = manifest_state(self.index_dir)  # read before opening: never newer than what opens
-        if state == self._state:
+        if state == self._state or self._closed:
             return True
+        fresh = self._opened(state)
+        if fresh is None:
+            return False
+        self._take(fresh, state)
+        return True
+
+    def _follow(self) -> bool:
+        """The follower's opening of a new commit: outside ``_reloading``, so that no read or
+        write of this process waits for work done below its priority; taken only where no other
+        thread opened a state meanwhile (else closed unused). False when it could not open."""
+        before, state = self._state, manifest_state(self.index_dir)
+        if state == before or self._closed or self._reloading.locked():  # locked: a writer here opens it
+            return True
+        fresh = self._opened(state)
+        if fresh is None:
+            return False
+        with self._reloading:
+            taken = self._state == before and not self._closed
+            if taken:
+                self._take(fresh, state)
+        if not taken:
+            self._closing.put(fresh)  # the follower is stopped before the closing thread
+        return True
+
+    def _opened(self, state: ManifestState) -> Searcher | None:
+        """A searcher of the committed state (``state``: its manifest as read before opening);
+        None, the failure logged once a state, where it cannot be opened."""
         try:
-            fresh = self._open(self._current.encoder)
+            return self._open(self._current.encoder)
         except Exception:  # a long-running server keeps answering from the state it has
             if state != self._failed:  # tried again later: a state caught mid-write opens then
                 log.exception("cannot open the index's new state; still answering from the one before")
             self._failed = state
-            return False
+            return None
+
+    def _take(self, fresh: Searcher, state: ManifestState) -> None:
         with self._swap:
             old, self._current, self._state = self._current, fresh, state
             self._retire(old)
-        return True
 
     def ready_now(self) -> bool:
         """Whether a search would start at once: no ``exclusive`` write under way (a glance: one
@@ -248,7 +289,9 @@ class LiveSearcher:
         """The state open now, for one search; a newer commit wakes the follower, which opens
         it. ``latest``: the newest committed state, opened first where it is not yet (a read
         that names a question must find one just written by another process)."""
-        if latest:  # before reading(): an exclusive write holds _reloading while it waits for readers
+        # before reading(): an exclusive write holds _reloading while it waits for readers; a state
+        # that failed to open is the follower's to try again
+        if latest and manifest_state(self.index_dir) != self._failed:
             self.refresh(wait=True)
         with self._states.reading():
             if not latest and manifest_state(self.index_dir) != self._state:
@@ -269,6 +312,8 @@ class LiveSearcher:
 
     def close(self) -> None:
         self._follower.stop()
+        with self._reloading:  # a write of this process that is committing opens its state first
+            self._closed = True
         with self._swap:
             self._current.close()
             for searcher in self._retired.values():

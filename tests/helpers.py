@@ -165,9 +165,11 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung run's stacks: 
 from askalike.indexer.store import Store
 rows = int(sys.argv.pop(1))
 write = Store.write
+stopped = []
 def write_then_stop(self, *args, **kwargs):
     inserted = write(self, *args, **kwargs)
-    if self.count() >= rows:
+    if self.count() >= rows and not stopped:  # once: a signal sent while stopped may be handled
+        stopped.append(True)  # only after the next chunk's write, which must not stop it again
         os.kill(os.getpid(), signal.SIGSTOP)
     return inserted
 Store.write = write_then_stop
@@ -190,6 +192,7 @@ def ended_or_stacks(process: subprocess.Popen, hang_s: float = 300) -> str:
         return process.communicate(timeout=hang_s)[1]
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGUSR1)
+        process.send_signal(signal.SIGCONT)  # a run stopped (SIGSTOP) writes them once it goes on
         time.sleep(1)  # for the stacks to be written; then it is killed
         process.kill()
         pytest.fail(f"the run did not end in {hang_s} s; its threads:\n{process.communicate()[1]}")

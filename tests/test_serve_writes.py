@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,10 +25,19 @@ from askalike.core.text import join_subject_body
 from askalike.indexer.manifest import read_manifest
 from askalike.indexer.upsert import upsert_questions, validated_questions
 from askalike.retrieval.fusion import SearchMode
+from askalike.retrieval.live import manifest_state
 
 QUERY = "how do i find a good visa this weekend"
 TEXTS = [("visa office hours", "when does the visa office open this weekend?"),
          ("good visa agent", "how do i find a good visa agent this weekend in doha?")]
+
+
+def switched(manifest: Path, content: bytes) -> None:
+    """A new state, as a commit makes it: the manifest replaced by a rename (a file rewritten in
+    place could be seen by the follower half written, as a state of its own)."""
+    temporary = manifest.with_name(manifest.name + ".new")
+    temporary.write_bytes(content)
+    os.replace(temporary, manifest)
 
 
 @pytest.mark.slow
@@ -90,8 +101,9 @@ def test_a_cli_index_run_is_opened_by_the_server_unasked_and_read_at_once(built,
         more = write_jsonl(tmp_path / "more.jsonl", [{"id": "m1", "subject": "penguin colonies",
                                                       "body": "where do penguins nest?"}])
         index(more, index_dir, tiny_model)
-        # /ready answers from the state open now: it opens nothing itself
-        assert eventually(lambda: client.get("/ready").json()["questions"] == 201)
+        live = client.app.state.loaded.live
+        assert eventually(lambda: live.opened_state == manifest_state(index_dir))  # no request made
+        assert client.get("/ready").json()["questions"] == 201
         hits = client.get("/search", params={"q": "penguin colonies where do penguins nest", "k": 1,
                                              "mode": "dense"}).json()["results"]
         assert [(hit["id"], hit["source"].rsplit("/", 1)[-1]) for hit in hits] == [("m1", "more.jsonl")]
@@ -138,7 +150,7 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
         pass
     damaged.set()
     manifest = index_dir / "manifest.json"
-    manifest.write_bytes(manifest.read_bytes() + b"\n")  # a new state, as a commit makes
+    switched(manifest, manifest.read_bytes() + b"\n")  # a new state, as a commit makes
     for _ in range(3):
         with live.searching() as searcher:
             assert searcher is first and searcher.search("visa", 3)
@@ -178,17 +190,24 @@ def test_searches_during_a_write_in_this_process_answer_from_the_state_before(bu
     first = search()
     manifest = index_dir / "manifest.json"
     with live.committing(), ThreadPoolExecutor(1, thread_name_prefix="search") as searches:
-        manifest.write_bytes(manifest.read_bytes() + b"\n")  # the write's new state
+        switched(manifest, manifest.read_bytes() + b"\n")  # the write's new state
         assert live.ready_now()
         assert searches.submit(search).result() is first
     assert opened == ["MainThread", "MainThread"]
     second = search()
     assert second is not first and len(opened) == 2
     with pytest.raises(RuntimeError, match="after the commit"), live.committing():
-        manifest.write_bytes(manifest.read_bytes() + b"\n")
+        switched(manifest, manifest.read_bytes() + b"\n")
         raise RuntimeError("failed after the commit")
     assert len(opened) == 3 and search() is not second
     live.close()
+
+
+@pytest.fixture
+def unpolled(monkeypatch):
+    """The follower opens a state only when a search wakes it: a test that opens each state
+    itself (``refresh``) counts every state opened."""
+    monkeypatch.setattr("askalike.retrieval.live.FOLLOW_POLL_S", 3600.0)
 
 
 def _priority() -> int:
@@ -210,14 +229,14 @@ def test_searches_answer_at_once_while_the_follower_opens_a_new_state(built):
         opened_on.append((threading.current_thread().name, _priority()))
         if len(opened_on) > 1:
             opening.set()
-            release.wait()
+            assert release.wait(60)
         return Searcher(index_dir, encoder=encoder)
 
     live = LiveSearcher(index_dir, open_searcher)
     with live.searching() as first:
         pass
     manifest = index_dir / "manifest.json"
-    manifest.write_bytes(manifest.read_bytes() + b"\n")  # a new state, as a commit makes
+    switched(manifest, manifest.read_bytes() + b"\n")  # a new state, as a commit makes
     with live.searching() as searcher:  # wakes the follower, does not wait for it
         assert searcher is first
     assert opening.wait(60)
@@ -237,19 +256,26 @@ def test_searches_answer_at_once_while_the_follower_opens_a_new_state(built):
         assert follower_priority == min(process_priority + BACKGROUND_NICENESS, 19)
 
 
-def test_a_read_of_the_latest_state_opens_it_first(built):
+def test_a_read_of_the_latest_state_opens_it_first(built, unpolled):
     from askalike.retrieval.live import LiveSearcher
     from askalike.retrieval.searcher import Searcher
 
     index_dir = built[0]
-    live = LiveSearcher(index_dir, lambda encoder: Searcher(index_dir, encoder=encoder))
+    opened_on: list[str] = []
+
+    def open_searcher(encoder):
+        opened_on.append(threading.current_thread().name)
+        return Searcher(index_dir, encoder=encoder)
+
+    live = LiveSearcher(index_dir, open_searcher)
     with live.searching() as first:
         pass
     manifest = index_dir / "manifest.json"
-    manifest.write_bytes(manifest.read_bytes() + b"\n")
+    switched(manifest, manifest.read_bytes() + b"\n")
     with live.searching(latest=True) as searcher:
         assert searcher is not first
     live.close()
+    assert opened_on == ["MainThread", "MainThread"]  # by the read itself
 
 
 def test_a_write_runs_below_the_searches_save_the_commit_of_new_text(built, tiny_model):
@@ -281,7 +307,7 @@ def test_a_write_runs_below_the_searches_save_the_commit_of_new_text(built, tiny
     assert guarded == [(False, "below_0"), (True, "MainThread")]  # added; text changed
 
 
-def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_search_ends(tmp_path):
+def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_search_ends(tmp_path, unpolled):
     """Freeing a replaced state's files and arrays takes milliseconds: not in a search's thread,
     where every request queued behind that search would wait for it."""
     from askalike.retrieval.live import LiveSearcher
@@ -295,15 +321,15 @@ def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_sear
             closed.append((id(self), threading.current_thread().name))
 
     manifest = tmp_path / "manifest.json"
-    manifest.write_text("{}")
+    switched(manifest, b"{}")
     live = LiveSearcher(tmp_path, lambda encoder: State())
     with live.searching() as first:
-        manifest.write_text("{} ")  # a new state, opened while a search still uses the first
+        switched(manifest, b"{} ")  # a new state, opened while a search still uses the first
         live.refresh(wait=True)
         with live.searching() as second:
             assert second is not first
         assert closed == []
-    manifest.write_text("{}  ")
+    switched(manifest, b"{}  ")
     live.refresh(wait=True)  # replaces the second, which no search uses
     live.close()
     closed_on = dict(closed)
@@ -312,7 +338,7 @@ def test_a_replaced_searcher_is_closed_on_a_thread_of_its_own_once_its_last_sear
     assert list(closed_on.values()) == ["MainThread"]  # the current one, by close()
 
 
-def test_a_replaced_state_that_cannot_be_closed_leaves_the_next_ones_closed(tmp_path, caplog):
+def test_a_replaced_state_that_cannot_be_closed_leaves_the_next_ones_closed(tmp_path, caplog, unpolled):
     from askalike.retrieval.live import LiveSearcher
 
     opened: list[object] = []
@@ -330,10 +356,10 @@ def test_a_replaced_state_that_cannot_be_closed_leaves_the_next_ones_closed(tmp_
             closed.append(self)
 
     manifest = tmp_path / "manifest.json"
-    manifest.write_text("{}")
+    switched(manifest, b"{}")
     live = LiveSearcher(tmp_path, lambda encoder: State())
     for spaces in range(1, 4):
-        manifest.write_text("{}" + " " * spaces)  # a new state: the one before is retired
+        switched(manifest, b"{}" + b" " * spaces)  # a new state: the one before is retired
         live.refresh(wait=True)
     live.close()
     assert sorted(map(id, closed)) == sorted(map(id, opened[1:]))  # all but the one that failed
@@ -370,3 +396,25 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
     damaged.write_bytes(damaged.read_bytes()[:-1])
     with pytest.raises(IndexDirectoryError, match="lexical"):
         Searcher(index_dir, prepared=True)
+
+
+def test_a_delete_holds_its_commit_guard_only_once_it_holds_the_index_lock(built):
+    """A server's delete that waits for an index run's lock does not hold the searcher's commit
+    guard meanwhile (reads of the newest state would wait for it)."""
+    from askalike.indexer.layout import index_lock
+    from askalike.indexer.upsert import delete_question
+
+    index_dir = built[0]
+    entered = threading.Event()
+
+    @contextmanager
+    def guard() -> Iterator[None]:
+        entered.set()
+        yield
+
+    with ThreadPoolExecutor(1) as deleting:
+        with index_lock(index_dir):  # an index run's
+            deleted = deleting.submit(delete_question, index_dir, "q1", None, None, 60, guard)
+            time.sleep(0.2)  # the delete tries the lock meanwhile (LOCK_POLL_S): no guard yet
+            assert not entered.is_set() and not deleted.done()
+        assert deleted.result() == 1 and entered.is_set()

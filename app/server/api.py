@@ -62,6 +62,8 @@ class ServedIndex:
         self.live: LiveSearcher | None = None  # once loaded
         self.failure: str | None = None
         self.write_lock = threading.Lock()  # this process's writes, one at a time
+        self._closing = threading.Lock()  # between a load that ends and close()
+        self._closed = False
         # its thread starts on the first write
         self._below_searches: ThreadPoolExecutor = background_executor("askalike-writes")
 
@@ -71,9 +73,15 @@ class ServedIndex:
         return self._below_searches.submit(work).result()
 
     def close(self) -> None:
-        if self.live is not None:
-            self.live.close()
-        self._below_searches.shutdown()
+        """The writes under way end first (each opens its state), then the index is closed; one
+        still loading is closed as soon as it has loaded."""
+        try:
+            self._below_searches.shutdown()
+        finally:
+            with self._closing:
+                self._closed = True
+                if self.live is not None:
+                    self.live.close()
 
     def load(self) -> None:
         try:
@@ -86,7 +94,12 @@ class ServedIndex:
                 return Searcher(index_dir, settings.database, settings.model, encoder=encoder,
                                 threads=SEARCH_THREADS, remember_stored=True, prepared=True)
 
-            self.live = LiveSearcher(index_dir, open_searcher)
+            live = LiveSearcher(index_dir, open_searcher)
+            with self._closing:
+                if self._closed:  # the server stopped while it loaded
+                    live.close()
+                else:
+                    self.live = live
         except UserError as err:
             self.failure = public_message(str(err))
             log.error("askalike serve: %s", err)

@@ -100,10 +100,9 @@ def router(loaded: "ServedIndex", limits: Limits, reader: Any, writer: Any) -> A
         with live.searching(latest=True) as searcher:
             external_id = stored_question(searcher, id, source).external_id
 
-        def delete() -> int:
-            with live.committing():  # a delete's wait for the lock aside, it is all commit
-                return delete_question(live.index_dir, external_id, source, loaded.settings.database,
-                                       limits.lock_wait_s)
+        def delete() -> int:  # all commit, once it holds the index lock
+            return delete_question(live.index_dir, external_id, source, loaded.settings.database,
+                                   limits.lock_wait_s, commit_guard=live.committing)
 
         with loaded.write_lock:
             return {"deleted": loaded.below_searches(delete)}

@@ -98,8 +98,9 @@ def _searched(searcher: "Searcher", queries: list[str], k: int, filters: "Search
 async def _answered(live: "LiveSearcher", search: Callable[["Searcher"], _Answer]) -> _Answer:
     """``search`` on the current state: at once in the event loop's thread when it can start at
     once (a search of 100,000 questions takes about 2 ms of CPU; the requests of one process take
-    turns at the interpreter either way), else in the thread pool, so that opening a new commit's
-    files or waiting for a write never holds up the process's other requests."""
+    turns at the interpreter either way), else in the thread pool (while a write that changes
+    stored text pauses the searches), so that waiting for it never holds up the process's other
+    requests."""
     def run() -> _Answer:
         with live.searching() as searcher:
             return search(searcher)
