@@ -83,6 +83,7 @@ K = 10
 PEER_MODEL = "all-MiniLM-L6-v2"
 PEER_SCRIPT = ROOT / "bench" / "txtai_peer.py"
 SERVER_THREADS = 1  # compute threads a server process: what `askalike serve` pins its workers to
+COUNT_WAIT_S = 10.0
 PROBE_ROUNDS = 10  # add + upsert rounds (of --write-batch texts) checking a multi-worker txtai server
 PROBE_COUNTS = 20  # counts asked afterwards, each on a new connection: every worker must see the writes
 # the FAISS structure of txtai's faiss backend for each of askalike's index types (txtai adds
@@ -154,7 +155,12 @@ class Server:
         self.failed_writes += failed
 
     def check(self) -> str:
-        count, expected = self.count(), self.collection + self.written
+        """The count served after the runs against the collection and every write; asked again
+        for up to ``COUNT_WAIT_S`` (a worker opens a write made through another one when its
+        follower next looks, and the connection may reach either)."""
+        expected, deadline = self.collection + self.written, time.monotonic() + COUNT_WAIT_S
+        while (count := self.count()) != expected and time.monotonic() < deadline:
+            time.sleep(0.2)
         index = f" ({self.index})" if self.index else ""
         return (f"{self.system}{index}, {self.workers} worker(s): {count:,} after the runs, {expected:,} "
                 f"expected (the collection and every write answered 200)"
