@@ -162,6 +162,9 @@ def stored_count(database: Path) -> int:
 _STOP_AFTER_ROWS = """
 import faulthandler, os, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hung run's stacks: see ended_or_stacks
+# Ctrl-C as a terminal gives it, whatever this process inherited (a shell's background job, as a
+# CI runner may start the tests, has SIGINT ignored, and Python then leaves it ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from askalike.indexer.store import Store
 rows = int(sys.argv.pop(1))
 write = Store.write
