@@ -25,7 +25,7 @@ from askalike.core.text import join_subject_body
 from askalike.indexer.manifest import read_manifest
 from askalike.indexer.upsert import upsert_questions, validated_questions
 from askalike.retrieval.fusion import SearchMode
-from askalike.retrieval.live import manifest_state
+from askalike.retrieval.live import LiveSearcher, manifest_state
 
 QUERY = "how do i find a good visa this weekend"
 TEXTS = [("visa office hours", "when does the visa office open this weekend?"),
@@ -166,21 +166,26 @@ def test_a_state_that_cannot_be_opened_leaves_the_one_before_answering(built, ca
     live.close()
 
 
+def _recording_openers(index_dir: Path) -> tuple[LiveSearcher, list[str]]:
+    """A LiveSearcher of ``index_dir`` and the names of the threads that opened its states."""
+    from askalike.retrieval.live import LiveSearcher
+    from askalike.retrieval.searcher import Searcher
+
+    opened_on: list[str] = []
+
+    def open_searcher(encoder):
+        opened_on.append(threading.current_thread().name)
+        return Searcher(index_dir, encoder=encoder)
+
+    return LiveSearcher(index_dir, open_searcher), opened_on
+
+
 def test_searches_during_a_write_in_this_process_answer_from_the_state_before(built):
     """The writer opens its new state; a search meanwhile never opens it (and so never waits for
     files still being written): it answers at once from the state before. A write that fails
     after its commit still opens what it committed."""
-    from askalike.retrieval.live import LiveSearcher
-    from askalike.retrieval.searcher import Searcher
-
     index_dir = built[0]
-    opened: list[str] = []
-
-    def open_searcher(encoder):
-        opened.append(threading.current_thread().name)
-        return Searcher(index_dir, encoder=encoder)
-
-    live = LiveSearcher(index_dir, open_searcher)
+    live, opened = _recording_openers(index_dir)
 
     def search() -> object:
         with live.searching() as searcher:
@@ -257,17 +262,8 @@ def test_searches_answer_at_once_while_the_follower_opens_a_new_state(built):
 
 
 def test_a_read_of_the_latest_state_opens_it_first(built, unpolled):
-    from askalike.retrieval.live import LiveSearcher
-    from askalike.retrieval.searcher import Searcher
-
     index_dir = built[0]
-    opened_on: list[str] = []
-
-    def open_searcher(encoder):
-        opened_on.append(threading.current_thread().name)
-        return Searcher(index_dir, encoder=encoder)
-
-    live = LiveSearcher(index_dir, open_searcher)
+    live, opened_on = _recording_openers(index_dir)
     with live.searching() as first:
         pass
     manifest = index_dir / "manifest.json"
