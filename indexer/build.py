@@ -478,11 +478,11 @@ def plan_sources(index_dir: Path, sources: Sequence[Path], database: str | None 
 
 def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str | None = None,
                      database: str | None = None, exclude: bool = False,
-                     commit_guard: AbstractContextManager[object] | None = None) -> int:
+                     commit_guard: Callable[[], AbstractContextManager[object]] | None = None) -> int:
     """Remove questions by the user's ids (from ``source`` only, a file name or path, when given)
     and update the index files. Every id must name exactly one stored question, else nothing is
     removed; returns how many were. ``exclude``: later index runs of their source leave them out
-    (else a run of a file that still holds them adds them again). ``commit_guard`` is held, once
+    (else a run of a file that still holds them adds them again). ``commit_guard()`` is held, once
     the index lock is, from the commit until the manifest is switched (as ``upsert_questions``'s)."""
     if read_manifest(index_dir) is None:  # checked before the lock, which would create the directory
         raise _nothing_to_delete(index_dir)
@@ -512,7 +512,7 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
                                  "nothing deleted")
             chosen = {name: rows[0] for name, rows in matches.items()}  # (row id, source) by id
             kept_out = [(source_of, name) for name, (_, source_of) in chosen.items()] if exclude else []
-            with nullcontext() if commit_guard is None else commit_guard:
+            with nullcontext() if commit_guard is None else commit_guard():
                 removed = store.delete([row_id for row_id, _ in chosen.values()], kept_out)
                 sync_vector_index(index_dir, store, manifest.encoder, manifest.index_type, url, manifest)
             return removed

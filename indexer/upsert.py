@@ -208,10 +208,9 @@ def delete_question(index_dir: Path, external_id: str, source: str | None = None
                     database: str | None = None, lock_wait_s: float = 10.0,
                     commit_guard: Callable[[], AbstractContextManager[object]] | None = None) -> int:
     """``askalike delete`` of one question, waiting for the writer lock up to ``lock_wait_s``;
-    ``commit_guard()`` as ``upsert_questions``'s (a new one for each try at the lock)."""
+    ``commit_guard()`` as ``upsert_questions``'s."""
     return _waiting(lambda: delete_questions(index_dir, [external_id], source, database,
-                                             commit_guard=None if commit_guard is None else commit_guard()),
-                    lock_wait_s)
+                                             commit_guard=commit_guard), lock_wait_s)
 
 
 def record_verdict(index_dir: Path, first: StoredQuestion, second: StoredQuestion, same: bool,

@@ -220,8 +220,9 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
                           + (f" from {', '.join(sources)}" if sources else ""))
     if len(found) > 1:
         labels = source_labels(index.store.counts_by_source())
-        raise AmbiguousIdError(f"id {external_id!r} is in {len(found)} sources "
-                          f"({', '.join(labels[q.source] for q in found)}): name one with {source_option}")
+        named = ", ".join(labels[q.source] for q in found)
+        raise AmbiguousIdError(f"id {external_id!r} is in {len(found)} sources ({named}): "
+                               f"name one with {source_option}")
     return found[0]
 
 
