@@ -3,7 +3,11 @@ log(1 + (N - df + 0.5) / (df + 0.5)), no (k1 + 1) factor), numpy only.
 
 The index keeps term postings (term, question id, term frequency) sorted by term, so a query
 reads only its terms' postings, and an index run adds and removes questions without re-reading
-the others: IDF and the average length are computed at query time from what is indexed.
+the others: IDF, the average length and each posting's length norm are computed at query time
+from what is indexed. So an index may be kept in segments (``LexicalSegments``: an index
+directory's main BM25 file and the file of the questions added since), scored exactly as one
+index of all their questions: a write then rewrites only the small segment, and a process that
+opens the new state reuses the main one it has (as Lucene's segments).
 """
 
 from __future__ import annotations
@@ -36,8 +40,91 @@ def lexical_tokens(text: str) -> list[str]:
     return [token for token in _WORD.findall(text.lower()) if token not in STOPWORDS]
 
 
+class _Bm25Scoring:
+    """BM25 queries over ``segments``: ``doc_ids`` is theirs end to end (each segment's ids above
+    the one before's), and a question's score is what one index of all of them gives."""
+
+    doc_ids: np.ndarray
+
+    @property
+    def segments(self) -> tuple[LexicalIndex, ...]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def prepare(self) -> None:
+        """Compute what every search needs and keeps (each segment's ``_scoring`` and
+        ``term_ids``) now, not on the first."""
+        for segment in self.segments:
+            _ = segment._scoring, segment.term_ids
+
+    def scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every indexed question for ``query``, aligned with ``doc_ids``
+        (each query token counts once per occurrence, as in Lucene)."""
+        total = np.zeros(len(self.doc_ids), dtype=np.float64)
+        if not len(self.doc_ids):
+            return total
+        segments = self.segments
+        average_length = max(sum(segment._total_length for segment in segments) / len(self.doc_ids), 1e-9)
+        starts = np.cumsum([0] + [len(segment) for segment in segments])
+        for token in lexical_tokens(query):
+            slices = [(segment, *segment.postings_of(token)) for segment in segments]
+            frequency = sum(end - start for _, start, end in slices)
+            if not frequency:
+                continue
+            idf = np.log(1.0 + (len(self.doc_ids) - frequency + 0.5) / (frequency + 0.5))
+            for (segment, start, end), first in zip(slices, starts[:-1], strict=True):
+                if start == end:
+                    continue
+                positions, counts, lengths = (part[start:end] for part in segment._scoring)
+                norms = K1 * (1.0 - B + B * lengths / average_length)
+                total[first:][positions] += idf * (counts / (counts + norms))
+        return total
+
+    def scores_of(self, query: str, ids: Sequence[int]) -> dict[int, float]:
+        """The BM25 score of each of ``ids`` for ``query``; 0 for an id the index lacks."""
+        return self.scores_at(self.scores(query), ids)
+
+    def scores_at(self, scores: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Each of ``ids``'s score in ``scores`` (what ``scores`` returned); 0 for an id the
+        index lacks."""
+        return dict(zip(np.asarray(ids, dtype=np.int64).tolist(), self.scores_of_ids(scores, ids).tolist(),
+                        strict=True))
+
+    def scores_of_ids(self, scores: np.ndarray, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``scores_at`` as an array aligned with ``ids``."""
+        _, indexed, positions = find_sorted(self.doc_ids, ids)
+        return np.where(indexed, scores[positions] if len(scores) else 0.0, 0.0)
+
+    def top(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best (question id, score) pairs with a positive score, best first; only ids
+        in ``allowed`` when given."""
+        return self.top_of(self.scores(query), k, allowed)
+
+    def top_of(self, scores: np.ndarray, k: int,
+               allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """``top`` of the ``scores`` of one query (what ``scores`` returned); ties by id."""
+        ids, best = self.top_arrays(scores, k, allowed)
+        return list(zip(ids.tolist(), best.tolist(), strict=True))
+
+    def top_arrays(self, scores: np.ndarray, k: int,
+                   allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``top_of`` as (question ids, scores) arrays."""
+        hits = np.flatnonzero(scores > 0)
+        if allowed is not None:
+            hits = hits[np.isin(self.doc_ids[hits], allowed)]
+        if len(hits) > k:  # only the best k are sorted: a common word puts thousands above 0
+            kth = -np.partition(-scores[hits], k - 1)[k - 1]
+            hits = hits[scores[hits] >= kth]
+        best = hits[np.argsort(-scores[hits], kind="stable")[:k]]
+        return self.doc_ids[best], scores[best]
+
+
 @dataclass(frozen=True)
-class LexicalIndex:
+class LexicalIndex(_Bm25Scoring):
+    """One segment of postings; queried alone, or with others as ``LexicalSegments``."""
+
     terms: tuple[str, ...]  # term id -> term
     doc_ids: np.ndarray  # int64, sorted: the indexed questions' ids
     doc_lengths: np.ndarray  # int32, tokens per question, aligned with doc_ids
@@ -61,9 +148,6 @@ class LexicalIndex:
         """Term -> term id, built once per index: every query reads it (at 100,000 questions,
         building it took longer than the query)."""
         return {term: index for index, term in enumerate(self.terms)}
-
-    def __len__(self) -> int:
-        return len(self.doc_ids)
 
     def updated(self, added: Iterable[tuple[int, str]], removed: Iterable[int]) -> LexicalIndex:
         """A new index without the ``removed`` ids and with the ``added`` (id, text) pairs (an id
@@ -115,68 +199,30 @@ class LexicalIndex:
                             np.insert(self.posting_docs, ends, new_docs),
                             np.insert(self.posting_counts, ends, new_counts))
 
-    def prepare(self) -> None:
-        """Compute what every search needs and keeps (``_posting_weights``, ``term_ids``) now,
-        not on the first."""
-        _ = self._posting_weights, self.term_ids
+    @property
+    def segments(self) -> tuple[LexicalIndex, ...]:
+        return (self,)
+
+    def postings_of(self, term: str) -> tuple[int, int]:
+        """Where ``term``'s postings are: [start, end) (empty for a term it lacks)."""
+        term_id = self.term_ids.get(term)
+        if term_id is None:
+            return 0, 0
+        return int(self.offsets[term_id]), int(self.offsets[term_id + 1])
 
     @cached_property
-    def _posting_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """(position in ``doc_ids``, BM25 term-frequency part) of every posting, computed once
-        per index: a query then only adds its terms' idf-weighted slices (at 100,000 questions,
-        looking the positions up per query took most of its time)."""
+    def _scoring(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position in ``doc_ids``, term frequency, question length) of every posting, as a
+        query reads them, computed once per segment: at 100,000 questions, looking the positions
+        up per query took most of its time. Nothing here depends on the other segments, so a
+        segment kept from one state to the next keeps them."""
         positions = _positions(self.doc_ids, self.posting_docs)
-        average_length = max(float(self.doc_lengths.mean()), 1e-9) if len(self.doc_ids) else 1.0
-        norms = K1 * (1.0 - B + B * self.doc_lengths / average_length)  # per question, then per posting
-        counts = self.posting_counts.astype(np.float64)
-        return positions, counts / (counts + norms[positions])
+        lengths = self.doc_lengths[positions].astype(np.float64)
+        return positions, self.posting_counts.astype(np.float64), lengths
 
-    def scores(self, query: str) -> np.ndarray:
-        """The BM25 score of every indexed question for ``query``, aligned with ``doc_ids``
-        (each query token counts once per occurrence, as in Lucene)."""
-        total = np.zeros(len(self.doc_ids), dtype=np.float64)
-        if not len(self.doc_ids):
-            return total
-        positions, weights = self._posting_weights
-        term_ids = self.term_ids
-        for token in lexical_tokens(query):
-            term = term_ids.get(token)
-            if term is None:
-                continue
-            start, end = self.offsets[term], self.offsets[term + 1]
-            if start == end:
-                continue
-            idf = np.log(1.0 + (len(self.doc_ids) - (end - start) + 0.5) / ((end - start) + 0.5))
-            total[positions[start:end]] += idf * weights[start:end]
-        return total
-
-    def scores_of(self, query: str, ids: Sequence[int]) -> dict[int, float]:
-        """The BM25 score of each of ``ids`` for ``query``; 0 for an id the index lacks."""
-        return self.scores_at(self.scores(query), ids)
-
-    def scores_at(self, scores: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Each of ``ids``'s score in ``scores`` (what ``scores`` returned); 0 for an id the
-        index lacks."""
-        wanted, indexed, positions = find_sorted(self.doc_ids, ids)
-        return {int(doc): float(scores[position]) if held else 0.0
-                for doc, held, position in zip(wanted, indexed, positions, strict=True)}
-
-    def top(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The ``k`` best (question id, score) pairs with a positive score, best first; only ids
-        in ``allowed`` when given."""
-        return self.top_of(self.scores(query), k, allowed)
-
-    def top_of(self, scores: np.ndarray, k: int,
-               allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """``top`` of the ``scores`` of one query (what ``scores`` returned); ties by id."""
-        hits = np.flatnonzero(scores > 0)
-        if allowed is not None:
-            hits = hits[np.isin(self.doc_ids[hits], allowed)]
-        if len(hits) > k:  # only the best k are sorted: a common word puts thousands above 0
-            kth = -np.partition(-scores[hits], k - 1)[k - 1]
-            hits = hits[scores[hits] >= kth]
-        best = hits[np.argsort(-scores[hits], kind="stable")[:k]]
-        return [(int(self.doc_ids[i]), float(scores[i])) for i in best]
+    @cached_property
+    def _total_length(self) -> int:
+        return int(self.doc_lengths.sum())
 
     def write(self, path: Path) -> None:
         with open(path, "wb") as handle:  # a handle: np.savez would add ".npz" to a file name
@@ -194,6 +240,21 @@ class LexicalIndex:
         if len(index.offsets) != len(index.terms) + 1 or index.offsets[-1] != len(index.posting_docs):
             raise ValueError("inconsistent postings")
         return index
+
+
+class LexicalSegments(_Bm25Scoring):
+    """A BM25 index kept in segments: the ``main`` one and the questions ``added`` since, whose
+    ids are all above the main one's (an index run that only adds questions)."""
+
+    def __init__(self, main: LexicalIndex, added: LexicalIndex | None = None) -> None:
+        if added is not None and len(main) and len(added) and added.doc_ids[0] <= main.doc_ids[-1]:
+            raise ValueError("the added questions' ids are not above the main segment's")
+        self.main, self.added = main, added
+        self.doc_ids = main.doc_ids if added is None else np.concatenate([main.doc_ids, added.doc_ids])
+
+    @property
+    def segments(self) -> tuple[LexicalIndex, ...]:
+        return (self.main,) if self.added is None else (self.main, self.added)
 
 
 _POSTINGS_PER_PART = 1 << 20

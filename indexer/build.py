@@ -214,7 +214,7 @@ def _survey(store: Store | None, files: list[tuple[str, SourceFile]], problems: 
     """The first pass: validate every source and count what a run would do into ``report``
     (read, added, reembedded, metadata_updated, unchanged, warnings, undated); nothing is written.
     Returns ``files`` with a path to a stored source's file named as that source."""
-    stored = list(store.counts_by_source()) if store is not None else []
+    stored = store.source_names() if store is not None else []
     remembered = store.setting(DATE_ORDER_SETTING) if store is not None else None
     if options.date_order is None and remembered in DateOrder.__members__:
         for _, source in files:  # the index's dates are read as its first runs read them
@@ -506,7 +506,7 @@ def delete_questions(index_dir: Path, external_ids: Sequence[str], source: str |
             ambiguous = {name: rows for name, rows in matches.items() if len(rows) > 1}
             if ambiguous:
                 name, rows = next(iter(ambiguous.items()))
-                labels = source_labels(store.counts_by_source())
+                labels = source_labels(store.source_names())
                 named = ", ".join(labels[source_of] for _, source_of in rows)
                 raise StoreError(f"id {name!r} is in {len(rows)} sources ({named}): name one with --source; "
                                  "nothing deleted")

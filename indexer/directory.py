@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from askalike.core.encoder import Encoder
-from askalike.core.lexical import LexicalIndex
+from askalike.core.lexical import LexicalSegments
 from askalike.core.loader import load_encoder
 from askalike.core.model_dir import DEFAULT_MODEL, EncoderIdentity, pretrained_name, weights_fingerprint
 from askalike.core.text import join_subject_body
@@ -100,7 +100,7 @@ class OpenIndex:
     manifest: Manifest
     store: Store
     faiss: SegmentedIndex  # the FAISS files the manifest names
-    lexical: LexicalIndex | None = None  # the BM25 index, where it was read at opening
+    lexical: LexicalSegments | None = None  # the BM25 index, where it was read at opening
 
     def close(self) -> None:
         self.store.close()

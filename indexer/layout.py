@@ -4,8 +4,8 @@ writers apart and the id that ties the directory to its database.
     manifest.json          which FAISS and BM25 files are current, how they were built (manifest.py)
     vectors-GENERATION.faiss, lexical-GENERATION.npz
                            caches of the database, rebuilt from it by `askalike check --repair`
-    vectors-GENERATION-added.faiss
-                           the questions added since the main FAISS file (indexer/sync.py)
+    vectors-GENERATION-added.faiss, lexical-GENERATION-added.npz
+                           the questions added since the main FAISS and BM25 files (indexer/sync.py)
     askalike.sqlite3       the default database (questions and vectors), unless --db names another
     index.id               the directory's id, recorded in its database (a database serves one index)
     index.lock             held by the one writer
@@ -65,6 +65,10 @@ def added_file_name(generation: int) -> str:
 
 def lexical_file_name(generation: int) -> str:
     return f"lexical-{generation:08d}.npz"
+
+
+def lexical_added_file_name(generation: int) -> str:
+    return f"lexical-{generation:08d}-added.npz"
 
 
 def default_database_url(index_dir: Path) -> str:

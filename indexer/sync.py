@@ -1,7 +1,8 @@
 """Bringing an index directory's FAISS and BM25 files up to its store's generation.
 
 The files are caches of the store: they are extended with the questions added since they were
-written when that is safe (new vectors to the added FAISS file, see ``ADDED_SHARE``), else
+written when that is safe (new vectors to the added FAISS file, new texts to the added BM25
+file, see ``ADDED_SHARE``), else
 rebuilt from the stored vectors and texts, read a chunk at a time, so that a rebuild holds the
 FAISS index and one chunk, never every vector twice. Each file is written under a new name and
 the manifest is switched to them atomically.
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import faiss
 
 from askalike.core.files import atomic_write, file_sha256, remember_sha256
-from askalike.core.lexical import LexicalIndex
+from askalike.core.lexical import LexicalIndex, LexicalSegments
 from askalike.core.model_dir import EncoderIdentity
 from askalike.indexer.database import masked_url
 from askalike.indexer.index_types import named_index_type
@@ -25,14 +26,16 @@ from askalike.indexer.layout import (
     added_file_name,
     database_entry,
     faiss_file_name,
+    lexical_added_file_name,
     lexical_file_name,
 )
 from askalike.indexer.manifest import (
     Manifest,
     load_faiss,
     load_lexical,
+    remember_lexical_main,
     verified_faiss_files,
-    verified_lexical_file,
+    verified_lexical_files,
     write_manifest,
 )
 from askalike.indexer.store import Store
@@ -65,7 +68,7 @@ class _Written:
     index_dir: Path
     manifest: Manifest
     index: SegmentedIndex
-    lexical: LexicalIndex
+    lexical: LexicalSegments
 
 
 # The FAISS and BM25 indexes this process last wrote, kept in memory: a server that takes write
@@ -86,8 +89,9 @@ def _take_written(index_dir: Path, manifest: Manifest) -> _Written | None:
     return kept
 
 
-def _files(manifest: Manifest) -> tuple[str, str, str]:
-    return manifest.faiss_sha256, manifest.added_sha256, manifest.lexical_sha256
+def _files(manifest: Manifest) -> tuple[str, str, str, str]:
+    return (manifest.faiss_sha256, manifest.added_sha256, manifest.lexical_sha256,
+            manifest.lexical_added_sha256)
 
 
 def _advancing(chunks: Chunks, progress: Progress | None, task: TaskID | None) -> Chunks:
@@ -137,19 +141,19 @@ def _folds(index: SegmentedIndex) -> bool:
     return index.added_count > max(ADDED_FLOOR, int(index.main.ntotal) // ADDED_SHARE)
 
 
-class _FaissFile(NamedTuple):
+class _File(NamedTuple):
     name: str  # "": none
     sha256: str
     size: int
 
 
-NO_FILE = _FaissFile("", "", 0)
+NO_FILE = _File("", "", 0)
 
 
-def _written(index_dir: Path, index: faiss.Index, name: str) -> _FaissFile:
+def _written(index_dir: Path, index: faiss.Index, name: str) -> _File:
     """``index`` written to ``name`` in ``index_dir``."""
     digest = write_index(index, index_dir / name)
-    return _FaissFile(name, digest, (index_dir / name).stat().st_size)
+    return _File(name, digest, (index_dir / name).stat().st_size)
 
 
 def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, index_type: str,
@@ -158,9 +162,9 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     """Bring the FAISS files and the BM25 file up to the store's generation. ``manifest`` is the
     directory's as the caller read it under the index lock (None: none, or unreadable, which a
     repair rebuilds). When its files were current before this run and the run only added
-    questions, the new vectors go to the added file (folded into the main one past
-    ``ADDED_SHARE``) and the new texts are appended to the BM25 file; otherwise (and always with
-    ``rebuild``) both are rebuilt from the store. Returns the manifest and whether the main FAISS
+    questions, the new vectors go to the added FAISS file and the new texts to the added BM25 file
+    (both folded into their main files past ``ADDED_SHARE``); otherwise (and always with
+    ``rebuild``) all are rebuilt from the store. Returns the manifest and whether the main FAISS
     file was rebuilt."""
     global _last_written
     generation, count = store.generation(), store.count()
@@ -186,45 +190,64 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
     if index is None:
         built, parameters = _built_from_store(store, index_type, encoder.dim, count, progress)
         index = SegmentedIndex(built)
-    if rebuilt or _folds(index):
+    folds = rebuilt or _folds(index)
+    if folds:
         index = index.folded()
         main = _written(index_dir, index.main, faiss_file_name(generation))
     else:  # the main file stays as it is
-        main = _FaissFile(manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes)
+        main = _File(manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes)
     added = NO_FILE if index.added is None else _written(index_dir, index.added, added_file_name(generation))
-    lexical = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None,
-                              None if kept is None else kept.lexical)
-    lexical_name = lexical_file_name(generation)
-    with atomic_write(index_dir / lexical_name) as temporary:
-        lexical.write(temporary)
-    lexical_digest = file_sha256(index_dir / lexical_name)
-    remember_sha256(index_dir / lexical_name, lexical_digest)
+    lexical, main_kept = _synced_lexical(index_dir, store, manifest if only_added and not rebuild else None,
+                                         None if kept is None else kept.lexical, folds)
+    if main_kept and manifest is not None:
+        lexical_main = _File(manifest.lexical_file, manifest.lexical_sha256, manifest.lexical_bytes)
+    else:
+        lexical_main = _written_lexical(index_dir, lexical.main, lexical_file_name(generation))
+        remember_lexical_main(index_dir / lexical_main.name, lexical_main.sha256, lexical.main)
+    lexical_added = (NO_FILE if lexical.added is None
+                     else _written_lexical(index_dir, lexical.added, lexical_added_file_name(generation)))
     named = database_entry(index_dir, database, masked_url(database))
     manifest = Manifest(encoder=encoder, database=named,
                         index_type=index_type,
                         parameters=parameters, count=index.ntotal, generation=generation,
                         faiss_file=main.name, faiss_sha256=main.sha256, faiss_bytes=main.size,
-                        lexical_file=lexical_name, lexical_sha256=lexical_digest,
-                        lexical_bytes=(index_dir / lexical_name).stat().st_size,
-                        added_file=added.name, added_sha256=added.sha256, added_bytes=added.size)
+                        lexical_file=lexical_main.name, lexical_sha256=lexical_main.sha256,
+                        lexical_bytes=lexical_main.size,
+                        added_file=added.name, added_sha256=added.sha256, added_bytes=added.size,
+                        lexical_added_file=lexical_added.name, lexical_added_sha256=lexical_added.sha256,
+                        lexical_added_bytes=lexical_added.size)
     write_manifest(index_dir, manifest)
     _last_written = _Written(index_dir.resolve(), manifest, index, lexical)
     return manifest, rebuilt
 
 
 def _synced_lexical(index_dir: Path, store: Store, previous: Manifest | None,
-                    kept: LexicalIndex | None) -> LexicalIndex:
-    """The BM25 index of the stored questions: ``previous``'s file (``kept``: its index, as this
-    process wrote it) extended with the questions added since (only when that run added
-    questions alone: ids then only grow), else built anew."""
+                    kept: LexicalSegments | None, fold: bool) -> tuple[LexicalSegments, bool]:
+    """The BM25 index of the stored questions, and whether its main segment is ``previous``'s:
+    ``previous``'s files (``kept``: their index, as this process wrote them) with the questions
+    added since in the added segment, folded into the main one with ``fold`` (when the FAISS
+    files fold; only when that run added questions alone: ids then only grow), else built anew."""
     if previous is not None and previous.lexical_file:
-        try:  # as the FAISS files: a kept index once its file still matches the manifest
+        try:  # as the FAISS files: a kept index once its files still match the manifest
             if kept is not None:
-                verified_lexical_file(index_dir, previous)
+                verified_lexical_files(index_dir, previous)
             lexical = kept if kept is not None else load_lexical(index_dir, previous)
         except IndexDirectoryError:  # missing or damaged: built anew below
             pass
         else:
+            if fold:  # the added questions' texts are read again: a fold is one write in many
+                known = int(lexical.main.doc_ids.max()) if len(lexical.main) else -1
+                return LexicalSegments(lexical.main.updated(store.texts(after_id=known), ())), False
             known = int(lexical.doc_ids.max()) if len(lexical) else -1
-            return lexical.updated(store.texts(after_id=known), ())
-    return LexicalIndex.build(store.texts())
+            added = (lexical.added or LexicalIndex.empty()).updated(store.texts(after_id=known), ())
+            return LexicalSegments(lexical.main, added if len(added) else None), True
+    return LexicalSegments(LexicalIndex.build(store.texts())), False
+
+
+def _written_lexical(index_dir: Path, segment: LexicalIndex, name: str) -> _File:
+    """``segment`` written to ``name`` in ``index_dir``."""
+    with atomic_write(index_dir / name) as temporary:
+        segment.write(temporary)
+    digest = file_sha256(index_dir / name)
+    remember_sha256(index_dir / name, digest)
+    return _File(name, digest, (index_dir / name).stat().st_size)

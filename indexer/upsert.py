@@ -151,7 +151,7 @@ def upsert_questions(index_dir: Path, questions: Sequence[SourceQuestion], encod
             if recorded is not None:
                 require_same_encoder(recorded, identity, str(index_dir),
                                      "write with the index's own model", IndexDirectoryError)
-            sources = list(store.counts_by_source())
+            sources = store.source_names()
             source = stored_source(sources, source)
             stored = store.questions_with_ids(source, [q.external_id for q in questions])
             pending, row_ids, field_edits = [], [], []

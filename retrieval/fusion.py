@@ -51,7 +51,8 @@ def fused_score(dense: Sequence[float], lexical: Sequence[float],
                 dense_weight: float) -> Callable[[float, float], float]:
     """The fused score of any (cosine, BM25 score) pair, normalised by the bounds of a pool of
     candidates' scores (``dense``, ``lexical``): on the pool, what ``fuse`` gives; a question
-    outside it is scored with the same bounds, so adding it reorders nothing."""
+    outside it is scored with the same bounds, so adding it reorders nothing. It also scores
+    aligned numpy arrays of cosines and BM25 scores at once (a search's candidates)."""
     dense_scale, lexical_scale = scaling(dense), scaling(lexical)
     return lambda cosine, bm25: dense_weight * dense_scale(cosine) + (1 - dense_weight) * lexical_scale(bm25)
 

@@ -23,7 +23,7 @@ import numpy as np
 from askalike.core.dates import ORDER_OPTION, DateOrder, DateValueError, date_window
 from askalike.core.encoder import Encoder
 from askalike.core.errors import UserError
-from askalike.core.lexical import LexicalIndex
+from askalike.core.lexical import LexicalSegments
 from askalike.core.loader import load_encoder
 from askalike.core.model_dir import (
     UNTUNED_DENSE_WEIGHT,
@@ -212,14 +212,14 @@ def find_question(index: OpenIndex, external_id: str, sources: Sequence[str] = (
     there is one in each of several sources (naming ``source_option``, what picks one). Reads the
     store only: no model is loaded."""
     wanted = [name for source in sources for name in source_named(source)]
-    found = [question for name in index.store.counts_by_source()
+    found = [question for name in index.store.source_names()
              if not wanted or any(name == one or name.endswith("/" + one) for one in wanted)
              for question in index.store.questions_with_ids(name, [external_id]).values()]
     if not found:
         raise SearchError(f"no question with id {external_id!r} in {index.directory}"
                           + (f" from {', '.join(sources)}" if sources else ""))
     if len(found) > 1:
-        labels = source_labels(index.store.counts_by_source())
+        labels = source_labels(index.store.source_names())
         named = ", ".join(labels[q.source] for q in found)
         raise AmbiguousIdError(f"id {external_id!r} is in {len(found)} sources ({named}): "
                                f"name one with {source_option}")
@@ -313,13 +313,13 @@ class Searcher:
     def source_labels(self) -> dict[str, str]:
         """Each stored source as a person is shown it (``source_identity.source_labels``), read
         once for the state this searcher opened."""
-        return source_labels(self.index.store.counts_by_source())
+        return source_labels(self.index.store.source_names())
 
     def source_label(self, source: str) -> str:
         return self.source_labels.get(source, source)
 
     @cached_property
-    def lexical(self) -> LexicalIndex:
+    def lexical(self) -> LexicalSegments:
         if self.index.lexical is not None:
             return self.index.lexical
         return load_lexical(self.index.directory, self.index.manifest)
@@ -546,27 +546,37 @@ class Searcher:
         hybrid, depth, score = mode == SearchMode.hybrid, CANDIDATE_POOL, None
         lexical_scores = self.lexical.scores(query)
         while True:
-            words = self.lexical.top_of(lexical_scores, depth, allowed)
+            word_ids, word_scores = self.lexical.top_arrays(lexical_scores, depth, allowed)
             meaning = (self._dense_hits(vector[None, :], depth, allowed, exclude=None, recall_for=k)[0]
                        if hybrid else [])
-            cosines = self._cosines(vector, {i for i, _ in words} | {i for i, _ in meaning})
-            bm25 = self.lexical.scores_at(lexical_scores, list(cosines))
+            ids, cosines = self._cosines(vector, np.union1d(word_ids, [i for i, _ in meaning]))
+            bm25 = self.lexical.scores_of_ids(lexical_scores, ids)
             if score is None:  # the first round's candidates are the pool that fixes the bounds
-                score = (fused_score(list(cosines.values()), list(bm25.values()), self.dense_weight)
+                score = (fused_score(cosines.tolist(), bm25.tolist(), self.dense_weight)
                          if hybrid else lambda _, bm25_score: bm25_score)
-            scores = {i: score(cosines[i], bm25[i]) for i in cosines}
-            ranked = sorted(scores, key=lambda i: (-scores[i], i))
-            seen_all = len(meaning) < depth if hybrid else len(words) < depth
-            unseen = score(meaning[-1][1] if meaning else -1.0, words[-1][1] if len(words) == depth else 0.0)
+            scores = np.broadcast_to(score(cosines, bm25), ids.shape)  # fused_score's maps take arrays
+            ranked = np.lexsort((ids, -scores))  # best first, ties by id
+            seen_all = len(meaning) < depth if hybrid else len(word_ids) < depth
+            unseen = score(meaning[-1][1] if meaning else -1.0,
+                           float(word_scores[-1]) if len(word_ids) == depth else 0.0)
             if seen_all or (len(ranked) >= k and scores[ranked[k - 1]] >= unseen):
-                found = self._fetch(ranked[:k])  # only the rows shown are read whole
-                return _results([(i, cosines[i], scores[i]) for i in ranked[:k] if i in found], found,
-                                self.judge, self.reading)
+                best = ranked[:k]
+                found = self._fetch(ids[best].tolist())  # only the rows shown are read whole
+                return _results([(i, c, f) for i, c, f in zip(ids[best].tolist(), cosines[best].tolist(),
+                                                               scores[best].tolist(), strict=True)
+                                 if i in found], found, self.judge, self.reading)
             depth = max(2 * depth, k)
 
-    def _cosines(self, vector: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
-        """The cosine of ``vector`` and each question's stored (exact) vector."""
-        return {i: float(stored @ vector) for i, stored in self._stored_vectors(ids).items()}
+    def _cosines(self, vector: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(those of ``ids`` still stored; the cosine of ``vector`` and each one's stored
+        (exact) vector)."""
+        stored = self._stored_vectors(ids.tolist())
+        live = np.fromiter(stored, dtype=np.int64, count=len(stored))
+        if not len(live):
+            return live, np.zeros(0, dtype=np.float64)
+        # row by row, each summed alike whatever the other rows (a matrix product's rounding
+        # depends on how many there are, and a question's score must not)
+        return live, (np.stack(list(stored.values())) * vector).sum(axis=1).astype(np.float64)
 
     @cached_property
     def _held_vectors(self) -> HeldVectors | None:

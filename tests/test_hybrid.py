@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from askalike.core.cqa_questions import OriginalQuestion, RelatedQuestion
-from askalike.core.lexical import LexicalIndex, lexical_tokens, rank_candidates
+from askalike.core.lexical import LexicalIndex, LexicalSegments, lexical_tokens, rank_candidates
 from askalike.retrieval.fusion import SearchMode, fuse, fuse_lists, fused_score, min_max
 from askalike.retrieval.reranker import Reranker
 
@@ -109,6 +109,24 @@ def test_top_respects_the_allowed_ids_and_skips_zero_scores():
     scores = dict(zip(index.doc_ids.tolist(), index.scores("visa").tolist(), strict=True))
     assert index.top("visa", 5, allowed=np.array([12, 13])) == [(12, pytest.approx(scores[12]))]
     assert index.top("zebra", 5) == [] and LexicalIndex.empty().top("visa", 3) == []
+
+
+def test_segments_score_as_one_index_of_all_their_questions():
+    """The main BM25 file and the added one: IDF, lengths and their average are the whole
+    collection's, so every score is the one index's, to the last bit."""
+    main, added = {k: v for k, v in DOCS.items() if k < 12}, {k: v for k, v in DOCS.items() if k >= 12}
+    added[20] = "visa zolfaghari pizza"
+    segmented = LexicalSegments(LexicalIndex.build(main.items()), LexicalIndex.build(added.items()))
+    whole = LexicalIndex.build({**main, **added}.items())
+    np.testing.assert_array_equal(segmented.doc_ids, whole.doc_ids)
+    for query in ("visa renewal in doha", "zolfaghari", "cheap pizza visa", "nothing"):
+        np.testing.assert_array_equal(segmented.scores(query), whole.scores(query))
+        assert segmented.top(query, 3) == whole.top(query, 3)
+        allowed = np.array([11, 20])
+        assert segmented.top(query, 3, allowed=allowed) == whole.top(query, 3, allowed=allowed)
+    assert segmented.scores_of("visa", [20, 99, 10]) == whole.scores_of("visa", [20, 99, 10])
+    with pytest.raises(ValueError, match="not above"):
+        LexicalSegments(LexicalIndex.build(added.items()), LexicalIndex.build(main.items()))
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,10 +1,12 @@
 """Questions added since the main FAISS file live in a small flat file of their own (the
 manifest's ``added_file``), searched beside the main one and folded into it past a share of it:
-a write of a few questions no longer rewrites the whole index."""
+a write of a few questions no longer rewrites the whole index. Their texts do the same in the
+BM25 files (``lexical_added_file``)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import faiss
 import numpy as np
@@ -17,7 +19,7 @@ from askalike.indexer import sync
 from askalike.indexer.build import delete_questions
 from askalike.indexer.directory import check_index, open_index, repair_index
 from askalike.indexer.layout import IndexDirectoryError
-from askalike.indexer.manifest import Manifest, read_manifest
+from askalike.indexer.manifest import load_lexical, read_manifest
 from askalike.indexer.upsert import upsert_questions, validated_questions
 from askalike.indexer.vector_index import (
     HeldVectors,
@@ -92,15 +94,25 @@ def test_a_write_of_a_few_questions_leaves_the_main_file_as_it_is(built, tiny_mo
     unchanged = main_file.stat()
     assert (unchanged.st_ino, unchanged.st_mtime_ns) == (main_stat.st_ino, main_stat.st_mtime_ns)
     assert first.added_file and first.count == 203 and (index_dir / first.added_file).is_file()
+    assert (first.lexical_file, first.lexical_sha256) == (before.lexical_file, before.lexical_sha256)
+    assert first.lexical_added_file and not before.lexical_added_file
+    opened_first, lexical_first = open_index(index_dir), load_lexical(index_dir, first)
     _write(index_dir, tiny_model, _new(203, 2))
     second = read_manifest(index_dir)
     assert second.faiss_file == before.faiss_file and second.count == 205
     assert not (index_dir / first.added_file).exists()  # replaced by the next write's
+    assert second.lexical_file == before.lexical_file and second.lexical_added_file
+    assert not (index_dir / first.lexical_added_file).exists()
+    lexical = load_lexical(index_dir, second)
+    assert len(lexical.main) == 200 and len(lexical.added) == 5
+    assert lexical.main is lexical_first.main  # a process opening the next state reads it once
     opened = open_index(index_dir)
     try:
         assert opened.faiss.added_count == 5 and opened.faiss.ntotal == 205
+        assert opened.faiss.main is opened_first.faiss.main  # the same: not read again
     finally:
         opened.close()
+        opened_first.close()
     with Searcher(index_dir) as searcher:
         new_text = _new(204, 1)[0]["body"]
         for mode in (SearchMode.dense, SearchMode.hybrid):
@@ -124,10 +136,15 @@ def test_added_questions_are_folded_into_the_main_file_past_their_share(built, t
     _write(index_dir, tiny_model, _new(200, 4))
     kept = read_manifest(index_dir)
     assert kept.faiss_file == before.faiss_file and kept.added_file
+    assert kept.lexical_file == before.lexical_file and kept.lexical_added_file
     _write(index_dir, tiny_model, _new(204, 1))  # 5 added: past the floor of 4
     folded = read_manifest(index_dir)
     assert folded.faiss_file != before.faiss_file and not folded.added_file and folded.count == 205
     assert not (index_dir / before.faiss_file).exists() and not (index_dir / kept.added_file).exists()
+    assert folded.lexical_file != before.lexical_file and not folded.lexical_added_file
+    assert not (index_dir / before.lexical_file).exists()
+    assert not (index_dir / kept.lexical_added_file).exists()
+    assert load_lexical(index_dir, folded).added is None
     opened = open_index(index_dir)
     try:
         assert opened.faiss.added is None
@@ -137,25 +154,26 @@ def test_added_questions_are_folded_into_the_main_file_past_their_share(built, t
     assert check_index(index_dir).ok
 
 
-def _damaged(manifest: Manifest, index_dir) -> None:
-    path = index_dir / manifest.added_file
+def _damaged(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
 
 
-def test_a_damaged_added_file_is_found_and_repaired(built, tiny_model):
+@pytest.mark.parametrize("kind", ["added_file", "lexical_added_file"])
+def test_a_damaged_added_file_is_found_and_repaired(built, tiny_model, kind):
     index_dir, _ = built
     _write(index_dir, tiny_model, _new(200, 3))
     manifest = read_manifest(index_dir)
-    _damaged(manifest, index_dir)
-    with pytest.raises(IndexDirectoryError, match=f"{manifest.added_file}: its checksum"):
-        open_index(index_dir)
+    damaged = getattr(manifest, kind)
+    _damaged(index_dir / damaged)
+    with pytest.raises(IndexDirectoryError, match=f"{damaged}: its checksum"):
+        open_index(index_dir, lexical=True)
     report = check_index(index_dir)
-    assert not report.ok and any(manifest.added_file in problem for problem in report.problems)
+    assert not report.ok and any(damaged in problem for problem in report.problems)
     repair_index(index_dir)
     repaired = read_manifest(index_dir)
-    assert not repaired.added_file and repaired.count == 203 and check_index(index_dir).ok
+    assert not getattr(repaired, kind) and repaired.count == 203 and check_index(index_dir).ok
 
 
 def test_a_file_hashed_once_is_not_read_again_while_it_is_unchanged(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import index, write_jsonl
+from helpers import collection, index, write_jsonl
 from serving import WRITE, eventually, listening, serving
 
 from askalike.core.loader import load_encoder
@@ -371,15 +371,17 @@ def test_a_first_state_caught_mid_write_is_opened_again(built, tmp_path, tiny_mo
     from askalike.indexer.layout import IndexDirectoryError
     from askalike.retrieval.searcher import Searcher
 
-    index_dir = built[0]
+    index_dir, source = built
     read_lexical = askalike.indexer.directory.load_lexical
     reads: list[str] = []
+    # a run that changes a stored text (one that only adds leaves the files before in place)
+    changed = [{**question, "body": "penguins"} if question["id"] == "q0" else question
+               for question in collection(200)]
 
     def caught_mid_write(directory, manifest):
         reads.append(manifest.lexical_file)
         if len(reads) == 1:  # an index run commits between the manifest's read and its files'
-            index(write_jsonl(tmp_path / "more.jsonl", [{"id": "m1", "subject": "penguins"}]),
-                  index_dir, tiny_model)
+            index(write_jsonl(source, [*changed, {"id": "m1", "subject": "penguins"}]), index_dir, tiny_model)
         return read_lexical(directory, manifest)
 
     monkeypatch.setattr(askalike.indexer.directory, "load_lexical", caught_mid_write)

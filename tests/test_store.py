@@ -48,6 +48,16 @@ def test_questions_and_vectors_are_written_and_read_back_exactly(database_url):
         assert store.counts_by_source() == {"a.csv": 3}
 
 
+def test_the_source_names_are_those_stored_sorted(database_url):
+    with Store(database_url) as store:
+        assert store.source_names() == []
+        for source, count in [("b.csv", 2), ("api", 1), ("/x/a.csv", 3)]:
+            store.write(source, _questions(count), _vectors(count), [None] * count)
+        assert store.source_names() == sorted(store.counts_by_source()) == ["/x/a.csv", "api", "b.csv"]
+        store.delete([question.id for question in store.questions_of("api").values()])
+        assert store.source_names() == ["/x/a.csv", "b.csv"]
+
+
 def test_every_vector_change_bumps_the_generation_and_field_edits_do_not(database_url):
     with Store(database_url) as store:
         ids = store.write("a.csv", _questions(2), _vectors(2), [None, None])

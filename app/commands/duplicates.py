@@ -144,7 +144,7 @@ def duplicates(
             find = partial(duplicate_groups, index, judge, threshold, since, date_order=date_format,
                            neighbours=neighbours, search=neighbour_search(index, device))
             groups = find() if output_format is GroupsFormat.json else _with_progress_bar(find)
-            labels = source_labels(index.store.counts_by_source())
+            labels = source_labels(index.store.source_names())
         finally:
             index.close()
         summary = _summary(groups, threshold, since)

@@ -279,7 +279,7 @@ def show(
         index = open_index(index_dir, database)
         try:
             question = find_question(index, question_id, () if source is None else (source,))
-            label = source_labels(index.store.counts_by_source())[question.source]
+            label = source_labels(index.store.source_names())[question.source]
         finally:
             index.close()
     if as_json:
