@@ -1,15 +1,16 @@
 """What one write through `askalike serve` costs at 100,000 questions, with nothing else running:
 its latency, the CPU seconds the server spends on it (its embedding, commit, files and the
 opening of the new state; read from /proc, all the server's threads) and a search's latency just
-after it (the first on the new state).
+after it (the first on the new state). With ``--workers 2``, also the CPU of the worker that did
+not take the write: what opening the new state costs a process that only follows the commits.
 
     python -m bench.write_cost [--questions 100000] [--writes 20] [--write-batch 100]
-                               [--models models/fast] [--section NAME --title TEXT]
+                               [--models models/fast] [--workers 1] [--section NAME --title TEXT]
 
 The indexes are bench/serve.py's (built once under ~/.cache/askalike/bench-serve, each run on a
-copy); one server process (1 worker) under ``bench.harness.thread_env(1)``, as bench/serve.py
-runs them. The first write is reported apart: it reads the FAISS file that later writes extend
-from memory. Linux only (/proc).
+copy); the server under ``bench.harness.thread_env(1)``, as bench/serve.py runs it. The first
+write is reported apart: it reads the FAISS file that later writes extend from memory. Linux
+only (/proc).
 """
 
 from __future__ import annotations
@@ -41,15 +42,22 @@ from bench.serve import (
 )
 
 SECTION = "write-cost"
-HEADER = ("model", "writes", "first write ms", "first write CPU s", "write ms (median)",
-          "write CPU s (median)", "write CPU s (max)", "search after a write ms (median)",
-          "search after a write ms (max)", "load avg 1 min")
+HEADER = ("model", "workers", "writes", "first write ms", "first write CPU s", "write ms (median)",
+          "write CPU s (median)", "write CPU s (max)", "other worker's CPU s (median)",
+          "search after a write ms (median)", "search after a write ms (max)", "load avg 1 min")
 
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of process ``pid`` so far, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The processes that answer for server ``pid``: its children where it runs several
+    workers, else itself."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children] or [pid]
 
 
 def measure(model: str, source: Path, texts: list[str], queries: list[str], args: argparse.Namespace,
@@ -64,20 +72,26 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
         log = work / "server.log"
         child = stack.enter_context(process(
             [sys.executable, "-m", "askalike.app", "serve", "--index", str(served), "--port", str(port),
-             "--api-keys", str(work / "keys"), "--workers", "1"], log, {"ASKALIKE_API_KEYS": ""}))
+             "--api-keys", str(work / "keys"), "--workers", str(args.workers)], log,
+            {"ASKALIKE_API_KEYS": ""}))
         wait_until_up(f"{url}/ready", child, log)
+        workers = worker_pids(child.pid)
+        if len(workers) != args.workers:
+            raise SystemExit(f"{len(workers)} worker processes, {args.workers} asked")
         client = stack.enter_context(httpx.Client(base_url=url, timeout=600,
                                                   headers={"Authorization": f"Bearer {KEY}"}))
         for query in queries[:20]:  # warm: the first searches load what searches keep
             client.get("/search", params={"q": query, "k": 10})
-        latencies, cpu, after = [], [], []
+        latencies, cpu, other, after = [], [], [], []
         for number, batch in enumerate(batches(texts, "w", args.write_batch)):
-            before, started = cpu_seconds(child.pid), time.perf_counter()
+            before, started = [cpu_seconds(pid) for pid in workers], time.perf_counter()
             answer = client.post("/questions", json=batch)
             latencies.append((time.perf_counter() - started) * 1000)
             answer.raise_for_status()
             time.sleep(0.2)  # let what the write left behind finish before the CPU is read
-            cpu.append(cpu_seconds(child.pid) - before)
+            spent = sorted(cpu_seconds(pid) - was for pid, was in zip(workers, before, strict=True))
+            cpu.append(spent[-1])  # the worker that took the write: the most
+            other.extend(spent[:-1])
             started = time.perf_counter()
             client.get("/search", params={"q": queries[number % len(queries)], "k": 10}).raise_for_status()
             after.append((time.perf_counter() - started) * 1000)
@@ -86,9 +100,10 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
     if count != expected:
         raise SystemExit(f"{model}: {count} questions after the writes, {expected} expected")
     rest_ms, rest_cpu = np.array(latencies[1:]), np.array(cpu[1:])
-    return [model, len(latencies), f"{latencies[0]:.0f}", f"{cpu[0]:.2f}", f"{np.median(rest_ms):.0f}",
-            f"{np.median(rest_cpu):.2f}", f"{rest_cpu.max():.2f}", f"{np.median(after):.1f}",
-            f"{max(after):.1f}", f"{load:.2f}"]
+    return [model, args.workers, len(latencies), f"{latencies[0]:.0f}", f"{cpu[0]:.2f}",
+            f"{np.median(rest_ms):.0f}", f"{np.median(rest_cpu):.2f}", f"{rest_cpu.max():.2f}",
+            f"{np.median(other[1:]):.3f}" if other else "-", f"{np.median(after):.1f}", f"{max(after):.1f}",
+            f"{load:.2f}"]
 
 
 def main() -> None:
@@ -97,6 +112,7 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=20, help="write requests (batches), at least 2")
     parser.add_argument("--write-batch", type=int, default=100)
     parser.add_argument("--models", nargs="+", default=["models/fast"])
+    parser.add_argument("--workers", type=int, default=1, help="the server's worker processes")
     parser.add_argument("--section", default=SECTION, help="the report's section in docs/benchmarks.md")
     parser.add_argument("--title", default="", help="what the section's title adds (e.g. which code ran)")
     parser.add_argument("--no-report", action="store_true", help="print the table, leave docs/benchmarks.md")
@@ -116,14 +132,16 @@ def main() -> None:
     print(table)
     if args.no_report:
         return
-    body = (f"{args.questions:,} real questions (hnsw), one `askalike serve` process (1 worker, one "
-            f"compute thread), nothing else running: {args.writes} POSTs of {args.write_batch} new "
+    body = (f"{args.questions:,} real questions (hnsw), one `askalike serve` ({args.workers} worker(s), one "
+            f"compute thread each), nothing else running: {args.writes} POSTs of {args.write_batch} new "
             "questions one after another, each followed by one search (k=10). \"CPU s\" is the "
-            "server's user + system time over the write and the 0.2 s after it; the first write is "
+            "user + system time of the worker that took the write over the write and the 0.2 s after "
+            "it (\"other worker's\": the other workers', opening the new state); the first write is "
             "apart (it reads the FAISS file that the later writes extend from memory).\n\n" + table)
     write_section(args.section, f"Write cost (askalike serve, {args.questions:,} questions){args.title}",
                   f"python -m bench.write_cost --questions {args.questions} --writes {args.writes} "
-                  f"--write-batch {args.write_batch} --models {' '.join(args.models)}"
+                  f"--write-batch {args.write_batch} --models {' '.join(args.models)} "
+                  f"--workers {args.workers}"
                   + (f" --section {args.section} --title {shlex.quote(args.title)}"
                      if args.section != SECTION or args.title else ""), body)
 

@@ -65,22 +65,35 @@ class _Bm25Scoring:
         total = np.zeros(len(self.doc_ids), dtype=np.float64)
         if not len(self.doc_ids):
             return total
-        segments = self.segments
-        average_length = max(sum(segment._total_length for segment in segments) / len(self.doc_ids), 1e-9)
-        starts = np.cumsum([0] + [len(segment) for segment in segments])
+        segments, per_length = self.segments, self._per_length
         for token in lexical_tokens(query):
-            slices = [(segment, *segment.postings_of(token)) for segment in segments]
-            frequency = sum(end - start for _, start, end in slices)
+            slices = [segment.postings_of(token) for segment in segments]
+            frequency = sum(end - start for start, end in slices)
             if not frequency:
                 continue
             idf = np.log(1.0 + (len(self.doc_ids) - frequency + 0.5) / (frequency + 0.5))
-            for (segment, start, end), first in zip(slices, starts[:-1], strict=True):
+            for segment, (start, end), first in zip(segments, slices, self._firsts, strict=True):
                 if start == end:
                     continue
-                positions, counts, lengths = (part[start:end] for part in segment._scoring)
-                norms = K1 * (1.0 - B + B * lengths / average_length)
-                total[first:][positions] += idf * (counts / (counts + norms))
+                positions, counts, counts_and_floor, lengths = segment._scoring
+                # tf / (tf + k1 (1 - b + b length / average)), in place
+                weights = lengths[start:end] * per_length
+                weights += counts_and_floor[start:end]
+                np.divide(counts[start:end], weights, out=weights)
+                weights *= idf
+                total[first:][positions[start:end]] += weights
         return total
+
+    @cached_property
+    def _per_length(self) -> float:
+        """k1 b / the average question length: what a question's length adds to its norm."""
+        lengths = sum(segment._total_length for segment in self.segments)
+        return K1 * B / max(lengths / max(len(self.doc_ids), 1), 1e-9)
+
+    @cached_property
+    def _firsts(self) -> list[int]:
+        """Where each segment's questions start in ``doc_ids``."""
+        return np.cumsum([0] + [len(segment) for segment in self.segments[:-1]]).tolist()
 
     def scores_of(self, query: str, ids: Sequence[int]) -> dict[int, float]:
         """The BM25 score of each of ``ids`` for ``query``; 0 for an id the index lacks."""
@@ -211,14 +224,14 @@ class LexicalIndex(_Bm25Scoring):
         return int(self.offsets[term_id]), int(self.offsets[term_id + 1])
 
     @cached_property
-    def _scoring(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(position in ``doc_ids``, term frequency, question length) of every posting, as a
-        query reads them, computed once per segment: at 100,000 questions, looking the positions
-        up per query took most of its time. Nothing here depends on the other segments, so a
-        segment kept from one state to the next keeps them."""
+    def _scoring(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(position in ``doc_ids``, term frequency, term frequency + k1 (1 - b), question
+        length) of every posting, as a query reads them, computed once per segment: at 100,000
+        questions, looking the positions up per query took most of its time. Nothing here
+        depends on the other segments, so a segment kept from one state to the next keeps them."""
         positions = _positions(self.doc_ids, self.posting_docs)
-        lengths = self.doc_lengths[positions].astype(np.float64)
-        return positions, self.posting_counts.astype(np.float64), lengths
+        counts = self.posting_counts.astype(np.float64)
+        return positions, counts, counts + K1 * (1.0 - B), self.doc_lengths[positions].astype(np.float64)
 
     @cached_property
     def _total_length(self) -> int:
