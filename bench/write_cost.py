@@ -54,10 +54,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def worker_pids(pid: int) -> list[int]:
-    """The processes that answer for server ``pid``: its children where it runs several
-    workers, else itself."""
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(child) for child in children] or [pid]
+    """The processes that answer for server ``pid``: its worker children (multiprocessing's
+    spawned ones, not its resource tracker) where it runs several, else itself."""
+    children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    workers = [child for child in children
+               if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+    return workers or [pid]
 
 
 def measure(model: str, source: Path, texts: list[str], queries: list[str], args: argparse.Namespace,

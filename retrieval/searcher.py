@@ -281,14 +281,18 @@ class Searcher:
             self.index.lexical.prepare()
         _ = self._held_vectors, self.reading, self.source_labels
 
-    def _stored_ids(self) -> np.ndarray:
-        """The ids stored now, sorted. While the store is at the generation the manifest
-        records, they are the FAISS file's (a sync writes exactly the stored questions), read
-        from it in C instead of 100,000 rows fetched in Python, which would hold up every search
-        of a server that has just written; a delete after this read is caught by ``_fetch``."""
+    def _stored_ids(self) -> np.ndarray | None:
+        """The ids stored now, sorted, while the store is at the generation the manifest records:
+        then they are the FAISS file's (a sync writes exactly the stored questions), read from it
+        in C; a delete after this read is caught by ``_fetch``. None once the store has moved on
+        (a write committed since the manifest, or a run interrupted before its files): the
+        searches of this state then check the store, as without ``remember_stored``. Reading
+        100,000 ids from the store instead held the interpreter for 100 ms, and under back-to-back
+        writes a new state often found the next write committed: every search of that process
+        waited."""
         if self.index.store.generation() == self.index.manifest.generation:
             return np.sort(self.index.faiss.ids())
-        return np.fromiter(self.index.store.ids(), dtype=np.int64)
+        return None
 
     @cached_property
     def gpu_faiss(self) -> SegmentedIndex | None:
