@@ -84,7 +84,8 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
                                                   headers={"Authorization": f"Bearer {KEY}"}))
         for query in queries[:20]:  # warm: the first searches load what searches keep
             client.get("/search", params={"q": query, "k": 10})
-        latencies, cpu, other, after = [], [], [], []
+        latencies, cpu, after = [], [], []
+        other: list[list[float]] = []  # per write, the other workers'
         for number, batch in enumerate(batches(texts, "w", args.write_batch)):
             before, started = [cpu_seconds(pid) for pid in workers], time.perf_counter()
             answer = client.post("/questions", json=batch)
@@ -93,7 +94,7 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
             time.sleep(0.2)  # let what the write left behind finish before the CPU is read
             spent = sorted(cpu_seconds(pid) - was for pid, was in zip(workers, before, strict=True))
             cpu.append(spent[-1])  # the worker that took the write: the most
-            other.extend(spent[:-1])
+            other.append(spent[:-1])
             started = time.perf_counter()
             client.get("/search", params={"q": queries[number % len(queries)], "k": 10}).raise_for_status()
             after.append((time.perf_counter() - started) * 1000)
@@ -104,7 +105,8 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
     rest_ms, rest_cpu = np.array(latencies[1:]), np.array(cpu[1:])
     return [model, args.workers, len(latencies), f"{latencies[0]:.0f}", f"{cpu[0]:.2f}",
             f"{np.median(rest_ms):.0f}", f"{np.median(rest_cpu):.2f}", f"{rest_cpu.max():.2f}",
-            f"{np.median(other[1:]):.3f}" if other else "-", f"{np.median(after):.1f}", f"{max(after):.1f}",
+            f"{np.median(np.concatenate(other[1:])):.3f}" if args.workers > 1 else "-",
+            f"{np.median(after):.1f}", f"{max(after):.1f}",
             f"{load:.2f}"]
 
 

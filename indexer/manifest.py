@@ -138,12 +138,13 @@ def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> Seg
     (``vector_index.read_index``), the main one shared with the states this process has open
     (``_open_mains``)."""
     def read_main() -> faiss.Index:
-        return _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256,
+        main = _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256,
                            mapped)
+        configure_search(main, manifest.parameters)  # the same file, the same parameters
+        return main
 
-    main = (_open_main(index_dir / manifest.faiss_file, manifest.faiss_sha256, read_main) if mapped
-            else read_main())
-    configure_search(main, manifest.parameters)
+    main = (_open_main(index_dir / manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes,
+                       read_main) if mapped else read_main())
     added = (_read_faiss(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256, mapped)
              if manifest.added_file else None)
     return SegmentedIndex(main, added)
@@ -174,21 +175,23 @@ def verified_lexical_files(index_dir: Path, manifest: Manifest) -> tuple[Path, P
 # The main FAISS and BM25 files this process has open for searching, by file and checksum, while
 # a state uses them: the state opened after a write that only added questions takes them from
 # here instead of reading them again (at 100,000 questions, 50 ms of the 70 a state took to
-# open: the HNSW graph, the BM25 postings and what searches compute of them). Neither is ever
-# changed once read: a write makes new files, and a writer extends indexes it read unmapped.
+# open: the HNSW graph, the BM25 postings and what searches compute of them). Their contents
+# never change once read: a write makes new files, and a writer extends indexes it read unmapped
+# (only a searcher opened with other search settings, the CLI's, sets its own on the FAISS index;
+# searches pass theirs with each query).
 _open_mains: WeakValueDictionary[tuple[Path, str], Any] = WeakValueDictionary()
 
 
-def _open_main(path: Path, sha256: str, read: Callable[[], T]) -> T:
+def _open_main(path: Path, sha256: str, size: int, read: Callable[[], T]) -> T:
     """What ``read`` makes of the main file ``path`` (verified there), or what it made of it
-    before while that is still in use."""
+    before while that is still in use, once the file is verified as every open verifies it."""
     key = (path.resolve(), sha256)
     opened = _open_mains.get(key)
     if opened is None:
         opened = read()
         _open_mains[key] = opened
-    else:  # its size and checksum as every open checks them (known_sha256: not read again)
-        _verified(path.parent, path.name, path.stat().st_size, sha256)
+    else:  # gone meanwhile (a writer replaced it): IndexDirectoryError, so the opening reads anew
+        _verified(path.parent, path.name, size, sha256)
     return opened
 
 
@@ -204,7 +207,8 @@ def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalSegments:
     main_path, added_path = verified_lexical_files(index_dir, manifest)
     path = main_path
     try:
-        main = _open_main(main_path, manifest.lexical_sha256, lambda: LexicalIndex.read(main_path))
+        main = _open_main(main_path, manifest.lexical_sha256, manifest.lexical_bytes,
+                          lambda: LexicalIndex.read(main_path))
         path = added_path or main_path
         return LexicalSegments(main, None if added_path is None else LexicalIndex.read(added_path))
     except (OSError, ValueError, KeyError) as err:

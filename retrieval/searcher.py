@@ -553,7 +553,8 @@ class Searcher:
             word_ids, word_scores = self.lexical.top_arrays(lexical_scores, depth, allowed)
             meaning = (self._dense_hits(vector[None, :], depth, allowed, exclude=None, recall_for=k)[0]
                        if hybrid else [])
-            ids, cosines = self._cosines(vector, np.union1d(word_ids, [i for i, _ in meaning]))
+            meaning_ids = np.fromiter((i for i, _ in meaning), dtype=np.int64, count=len(meaning))
+            ids, cosines = self._cosines(vector, np.union1d(word_ids, meaning_ids))
             bm25 = self.lexical.scores_of_ids(lexical_scores, ids)
             if score is None:  # the first round's candidates are the pool that fixes the bounds
                 score = (fused_score(cosines.tolist(), bm25.tolist(), self.dense_weight)

@@ -19,7 +19,7 @@ from askalike.indexer import sync
 from askalike.indexer.build import delete_questions
 from askalike.indexer.directory import check_index, open_index, repair_index
 from askalike.indexer.layout import IndexDirectoryError
-from askalike.indexer.manifest import load_lexical, read_manifest
+from askalike.indexer.manifest import load_faiss, load_lexical, read_manifest
 from askalike.indexer.upsert import upsert_questions, validated_questions
 from askalike.indexer.vector_index import (
     HeldVectors,
@@ -189,3 +189,18 @@ def test_a_file_hashed_once_is_not_read_again_while_it_is_unchanged(tmp_path, mo
     assert known_sha256(path) == "read 3" and known_sha256(path) == "read 3"
     path.write_bytes(b"other contents")
     assert known_sha256(path) == "read 4"
+
+
+def test_a_main_file_removed_while_another_state_holds_it_is_said_missing(built):
+    """A process keeps the main FAISS file it has open for its next state; if a writer removed
+    the file meanwhile, the next opening of that manifest is refused as any missing file is (an
+    IndexDirectoryError, on which an opening reads the new manifest), not a raw OSError."""
+    index_dir, _ = built
+    manifest = read_manifest(index_dir)
+    held = open_index(index_dir)
+    try:
+        (index_dir / manifest.faiss_file).unlink()
+        with pytest.raises(IndexDirectoryError, match="missing"):
+            load_faiss(index_dir, manifest, mapped=True)
+    finally:
+        held.close()
