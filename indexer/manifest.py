@@ -138,13 +138,12 @@ def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> Seg
     (``vector_index.read_index``), the main one shared with the states this process has open
     (``_open_mains``)."""
     def read_main() -> faiss.Index:
-        main = _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256,
+        return _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256,
                            mapped)
-        configure_search(main, manifest.parameters)  # the same file, the same parameters
-        return main
 
     main = (_open_main(index_dir / manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes,
                        read_main) if mapped else read_main())
+    configure_search(main, manifest.parameters)  # again where shared: a searcher may have set its own
     added = (_read_faiss(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256, mapped)
              if manifest.added_file else None)
     return SegmentedIndex(main, added)
@@ -177,8 +176,8 @@ def verified_lexical_files(index_dir: Path, manifest: Manifest) -> tuple[Path, P
 # here instead of reading them again (at 100,000 questions, 50 ms of the 70 a state took to
 # open: the HNSW graph, the BM25 postings and what searches compute of them). Their contents
 # never change once read: a write makes new files, and a writer extends indexes it read unmapped
-# (only a searcher opened with other search settings, the CLI's, sets its own on the FAISS index;
-# searches pass theirs with each query).
+# (but the FAISS index's default search settings: each opening sets the manifest's, a searcher
+# opened with other settings, the CLI's, its own; searches pass theirs with each query).
 _open_mains: WeakValueDictionary[tuple[Path, str], Any] = WeakValueDictionary()
 
 
