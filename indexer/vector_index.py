@@ -174,18 +174,21 @@ class HeldVectors:
             parts.append((index_ids(index.added), _flat_storage(index.added)))
         return cls(parts)
 
-    def get(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The vectors of those of ``ids`` the index holds."""
+    def arrays(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(those of ``ids`` the index holds, in their order; their vectors, one a row)."""
         wanted, held, slots = find_sorted(self._sorted_ids, ids)
-        if not held.any():
-            return {}
         rows = self._order[slots[held]]
         vectors = np.empty((len(rows), self._storages[0].d), dtype=np.float32)
         for number, storage in enumerate(self._storages):
             inside = self._part[rows] == number
             if inside.any():
                 vectors[inside] = storage.reconstruct_batch(self._position[rows[inside]])
-        return dict(zip(wanted[held].tolist(), vectors, strict=True))
+        return wanted[held], vectors
+
+    def get(self, ids: Sequence[int] | np.ndarray) -> dict[int, np.ndarray]:
+        """``arrays`` by id."""
+        held, vectors = self.arrays(ids)
+        return dict(zip(held.tolist(), vectors, strict=True))
 
 
 def _flat_storage(index: faiss.Index) -> faiss.IndexFlat | None:

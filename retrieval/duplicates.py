@@ -29,5 +29,6 @@ def mark_near_duplicates(searcher: Searcher, results: list[SearchResult],
     stored = searcher.vectors(result.row_id for result in results)
     vectors = np.stack([stored[result.row_id] for result in results])
     firsts = first_near_duplicate(vectors, searcher.judge.cosine_for(same_question))
-    return [replace(result, duplicate_of=None if j is None else results[j].rank)
-            for result, j in zip(results, firsts, strict=True)]
+    marks = [None if j is None else results[j].rank for j in firsts]
+    return [result if result.duplicate_of == mark else replace(result, duplicate_of=mark)
+            for result, mark in zip(results, marks, strict=True)]

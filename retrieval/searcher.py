@@ -492,10 +492,10 @@ class Searcher:
             settings = (self._settings(wanted if recall_for is None else min(wanted, recall_for), allowed)
                         if approximate else None)
             cosines, ids = self._faiss_search(vectors, wanted, allowed, settings)
-            stored = self._live_ids(sorted({int(i) for i in ids.ravel() if i >= 0}))
-            live = [[(int(i), float(c)) for i, c in zip(row_ids, row_cosines, strict=True)
-                     if i >= 0 and int(i) != exclude and int(i) in stored]
-                    for row_cosines, row_ids in zip(cosines, ids, strict=True)]
+            kept = (ids >= 0) & (ids != (-1 if exclude is None else exclude))
+            kept[kept] = self._live_mask(ids[kept])
+            live = [list(zip(row_ids[row_kept].tolist(), row_cosines[row_kept].tolist(), strict=True))
+                    for row_cosines, row_ids, row_kept in zip(cosines, ids, kept, strict=True)]
             exhausted = (ids < 0).any(axis=1)  # FAISS had no more candidates for that query
             # with inexact cosines, a question left out may outscore the k-th by up to twice the error
             settled = [done or (len(hits) >= k and (not error or last < hits[k - 1][1] - 2 * error))
@@ -575,13 +575,10 @@ class Searcher:
     def _cosines(self, vector: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(those of ``ids`` still stored; the cosine of ``vector`` and each one's stored
         (exact) vector)."""
-        stored = self._stored_vectors(ids.tolist())
-        live = np.fromiter(stored, dtype=np.int64, count=len(stored))
-        if not len(live):
-            return live, np.zeros(0, dtype=np.float64)
+        live, stored = self._stored_vector_arrays(ids)
         # row by row, each summed alike whatever the other rows (a matrix product's rounding
         # depends on how many there are, and a question's score must not)
-        return live, (np.stack(list(stored.values())) * vector).sum(axis=1).astype(np.float64)
+        return live, (stored * vector).sum(axis=1).astype(np.float64)
 
     @cached_property
     def _held_vectors(self) -> HeldVectors | None:
@@ -590,30 +587,44 @@ class Searcher:
     def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The exact vectors of the indexed questions ``ids`` (whether or not still stored): the
         FAISS index's own where it holds them in float32, else the store's."""
-        ids = sorted(ids)
-        held = {} if self._held_vectors is None else self._held_vectors.get(ids)
-        missing = [i for i in ids if i not in held]
-        return held | (self.index.store.vectors_of(missing, self.index.manifest.encoder.dim)
-                       if missing else {})
+        found, vectors = self._vector_arrays(np.unique(np.fromiter(ids, dtype=np.int64)))
+        return dict(zip(found.tolist(), vectors, strict=True))
+
+    def _vector_arrays(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``vectors`` of sorted unique ``ids`` as (those found, sorted; their vectors as rows)."""
+        dim = self.index.manifest.encoder.dim
+        held = _rows({}, dim) if self._held_vectors is None else self._held_vectors.arrays(ids)
+        if len(held[0]) == len(ids):
+            return held
+        rest = _rows(self.index.store.vectors_of(np.setdiff1d(ids, held[0]).tolist(), dim), dim)
+        found = np.concatenate([held[0], rest[0]])
+        order = np.argsort(found)
+        return found[order], np.concatenate([held[1], rest[1]])[order]
 
     def _stored_vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The exact vectors of the questions still stored among ``ids``."""
-        ids = sorted(ids)
-        if self._held_vectors is None:  # the store's rows say both
-            return self.index.store.vectors_of(ids, self.index.manifest.encoder.dim)
-        return self.vectors(self._live_ids(ids))
+        found, vectors = self._stored_vector_arrays(np.unique(np.fromiter(ids, dtype=np.int64)))
+        return dict(zip(found.tolist(), vectors, strict=True))
 
-    def _live_ids(self, ids: Sequence[int]) -> set[int]:
-        """Those of ``ids`` still stored (by the ids remembered at opening, if any)."""
+    def _stored_vector_arrays(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_stored_vectors`` of sorted unique ``ids`` as (those still stored, sorted; their
+        vectors as rows)."""
+        if self._held_vectors is None:  # the store's rows say both
+            dim = self.index.manifest.encoder.dim
+            return _rows(self.index.store.vectors_of(ids.tolist(), dim), dim)
+        return self._vector_arrays(ids[self._live_mask(ids)])
+
+    def _live_mask(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` (int64) are still stored (by the ids remembered at opening, if any)."""
         remembered = self._stored_at_open  # once: another search may turn it off meanwhile
-        if remembered is None or not len(ids):
-            return self.index.store.live_ids(ids)
-        wanted, stored, _ = find_sorted(remembered, ids)
-        return set(wanted[stored].tolist())
+        if remembered is not None:
+            return find_sorted(remembered, ids)[1]
+        stored = self.index.store.live_ids(np.unique(ids).tolist())
+        return np.fromiter((i in stored for i in ids.tolist()), dtype=bool, count=len(ids))
 
     def _fetch(self, ids: Sequence[int]) -> dict[int, StoredQuestion]:
         """The stored rows of the hits ``ids``. One missing while the ids stored at opening are
-        what ``_live_ids`` checks means a delete since: ``_DeletedSinceOpen``, and from then on
+        what ``_live_mask`` checks means a delete since: ``_DeletedSinceOpen``, and from then on
         the store is asked."""
         found = self.index.store.fetch(ids)
         if len(found) < len(ids) and self._stored_at_open is not None:
@@ -627,6 +638,14 @@ class Searcher:
             return search()
         except _DeletedSinceOpen:
             return search()
+
+
+def _rows(vectors: dict[int, np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the ids of ``vectors``, sorted; their vectors as rows)."""
+    ids = np.fromiter(vectors, dtype=np.int64, count=len(vectors))
+    order = np.argsort(ids)
+    rows = np.stack(list(vectors.values())) if vectors else np.zeros((0, dim), dtype=np.float32)
+    return ids[order], rows[order]
 
 
 def _results(hits: list[tuple[int, float, float]], found: dict[int, StoredQuestion],
