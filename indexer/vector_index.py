@@ -147,6 +147,13 @@ def scan(index: faiss.Index, vectors: np.ndarray, k: int,
     return index.search(vectors, k, params=None if selector is None else faiss.SearchParameters(sel=selector))
 
 
+# the sort for an index's ids, which come in the order they were added: rising (a build reads the
+# store by id, and questions added later have higher ids). numpy's stable sort (timsort) takes
+# sorted input in one pass, 0.1 ms at 100,000 where its default took 3-4 ms at every state a
+# server opened
+ALREADY_SORTED = "stable"
+
+
 class HeldVectors:
     """The float32 vectors a flat or HNSW index holds, looked up by question id: the vectors the
     store holds too (both are written from one embedding), read without a database query. A
@@ -160,7 +167,7 @@ class HeldVectors:
         self._part = np.concatenate([np.full(len(part_ids), number, dtype=np.int64)
                                      for number, (part_ids, _) in enumerate(parts)])
         self._position = np.concatenate([np.arange(len(part_ids)) for part_ids, _ in parts])
-        self._order = np.argsort(ids)
+        self._order = np.argsort(ids, kind=ALREADY_SORTED)
         self._sorted_ids = ids[self._order]
 
     @classmethod

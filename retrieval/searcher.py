@@ -39,7 +39,13 @@ from askalike.indexer.index_types import SEARCH_OPTIONS, named_index_type
 from askalike.indexer.manifest import load_lexical
 from askalike.indexer.source_identity import source_labels
 from askalike.indexer.store import IndexReading, StoredQuestion, source_named
-from askalike.indexer.vector_index import GPU_MAX_K, HeldVectors, SegmentedIndex, configure_search
+from askalike.indexer.vector_index import (
+    ALREADY_SORTED,
+    GPU_MAX_K,
+    HeldVectors,
+    SegmentedIndex,
+    configure_search,
+)
 from askalike.retrieval.fusion import SearchMode, default_mode, fused_score
 from askalike.retrieval.judgement import Judge, model_judge
 
@@ -291,7 +297,7 @@ class Searcher:
         writes a new state often found the next write committed: every search of that process
         waited."""
         if self.index.store.generation() == self.index.manifest.generation:
-            return np.sort(self.index.faiss.ids())
+            return np.sort(self.index.faiss.ids(), kind=ALREADY_SORTED)
         return None
 
     @cached_property
