@@ -137,6 +137,23 @@ def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> Seg
     """The FAISS files the manifest names, verified; ``mapped`` for searching only
     (``vector_index.read_index``), the main one shared with the states this process has open
     (``_open_mains``)."""
+    return SegmentedIndex(main_faiss(index_dir, manifest, mapped), _added_faiss(index_dir, manifest, mapped))
+
+
+def load_faiss_to_extend(index_dir: Path, manifest: Manifest) -> SegmentedIndex:
+    """The FAISS files the manifest names, verified, for a write that adds questions: the main
+    one mapped and shared as a search's (such a write leaves it as it is; one that folds the
+    added questions into it reads it writable, ``main_faiss``), the added one read to be
+    extended. At 100,000 questions, reading the main file writable was most of a server's first
+    write (0.15 s of CPU, 6 s while searches kept the cores busy), and 180 MB that each process
+    that wrote kept."""
+    return SegmentedIndex(main_faiss(index_dir, manifest, mapped=True),
+                          _added_faiss(index_dir, manifest, mapped=False))
+
+
+def main_faiss(index_dir: Path, manifest: Manifest, mapped: bool) -> faiss.Index:
+    """The main FAISS file the manifest names, verified: ``mapped`` as ``load_faiss`` maps it,
+    else writable."""
     def read_main() -> faiss.Index:
         return _read_faiss(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256,
                            mapped)
@@ -144,9 +161,12 @@ def load_faiss(index_dir: Path, manifest: Manifest, mapped: bool = False) -> Seg
     main = (_open_main(index_dir / manifest.faiss_file, manifest.faiss_sha256, manifest.faiss_bytes,
                        read_main) if mapped else read_main())
     configure_search(main, manifest.parameters)  # again where shared: a searcher may have set its own
-    added = (_read_faiss(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256, mapped)
-             if manifest.added_file else None)
-    return SegmentedIndex(main, added)
+    return main
+
+
+def _added_faiss(index_dir: Path, manifest: Manifest, mapped: bool) -> faiss.Index | None:
+    return (_read_faiss(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256, mapped)
+            if manifest.added_file else None)
 
 
 def _read_faiss(index_dir: Path, name: str, size: int, sha256: str, mapped: bool) -> faiss.Index:
@@ -175,20 +195,33 @@ def verified_lexical_files(index_dir: Path, manifest: Manifest) -> tuple[Path, P
 # a state uses them: the state opened after a write that only added questions takes them from
 # here instead of reading them again (at 100,000 questions, 50 ms of the 70 a state took to
 # open: the HNSW graph, the BM25 postings and what searches compute of them). Their contents
-# never change once read: a write makes new files, and a writer extends indexes it read unmapped
+# never change once read: a write makes new files, and a writer extends or folds indexes it read
+# unmapped (``load_faiss_to_extend``)
 # (but the FAISS index's default search settings: each opening sets the manifest's, a searcher
 # opened with other settings, the CLI's, its own; searches pass theirs with each query).
-_open_mains: WeakValueDictionary[tuple[Path, str], Any] = WeakValueDictionary()
+_open_mains: WeakValueDictionary[tuple[Path, int, int, str], Any] = WeakValueDictionary()
+
+
+def _main_key(path: Path, sha256: str) -> tuple[Path, int, int, str] | None:
+    """``_open_mains``'s key of a main file: its path, its inode (a file repaired under the same
+    name is another file, and a mapping of the damaged one must not be found for it) and its
+    checksum; None where it is missing."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    return path.resolve(), status.st_dev, status.st_ino, sha256
 
 
 def _open_main(path: Path, sha256: str, size: int, read: Callable[[], T]) -> T:
     """What ``read`` makes of the main file ``path`` (verified there), or what it made of it
     before while that is still in use, once the file is verified as every open verifies it."""
-    key = (path.resolve(), sha256)
-    opened = _open_mains.get(key)
+    key = _main_key(path, sha256)
+    opened = None if key is None else _open_mains.get(key)
     if opened is None:
-        opened = read()
-        _open_mains[key] = opened
+        opened = read()  # a missing file: IndexDirectoryError
+        if key is not None:
+            _open_mains[key] = opened
     else:  # gone meanwhile (a writer replaced it): IndexDirectoryError, so the opening reads anew
         _verified(path.parent, path.name, size, sha256)
     return opened
@@ -196,7 +229,9 @@ def _open_main(path: Path, sha256: str, size: int, read: Callable[[], T]) -> T:
 
 def remember_lexical_main(path: Path, sha256: str, segment: LexicalIndex) -> None:
     """Note the main BM25 segment this process has just written to ``path``."""
-    _open_mains[path.resolve(), sha256] = segment
+    key = _main_key(path, sha256)
+    if key is not None:
+        _open_mains[key] = segment
 
 
 def load_lexical(index_dir: Path, manifest: Manifest) -> LexicalSegments:

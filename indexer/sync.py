@@ -31,8 +31,9 @@ from askalike.indexer.layout import (
 )
 from askalike.indexer.manifest import (
     Manifest,
-    load_faiss,
+    load_faiss_to_extend,
     load_lexical,
+    main_faiss,
     remember_lexical_main,
     verified_faiss_files,
     verified_lexical_files,
@@ -67,16 +68,18 @@ ADDED_FLOOR = 1_000
 class _Written:
     index_dir: Path
     manifest: Manifest
-    index: SegmentedIndex
+    added: faiss.Index | None  # the added FAISS index (the main one is mapped, as searches map it)
     lexical: LexicalSegments
 
 
-# The FAISS and BM25 indexes this process last wrote, kept in memory: a server that takes write
-# after write extends them again without reading the files it has just written (their checksums
-# are still verified: at 100,000 questions reading the main FAISS file was 0.43 s of a
-# 100-question write's 1.3 s, reading the BM25 file and its terms 0.03 s). Taken out while a
-# write uses them, put back once the manifest names their files: a write that fails leaves
-# nothing.
+# The added FAISS index and the BM25 indexes this process last wrote, kept in memory: a server
+# that takes write after write extends them again without reading the files it has just written
+# (their checksums are still verified: at 100,000 questions reading the BM25 file and its terms
+# was 0.03 s of a write). The main FAISS file is not kept: a write maps it as searches do
+# (``load_faiss_to_extend``), and a mapping kept here would outlive the states that use it (one
+# of a file damaged in place and then repaired would be found again by name and checksum, and
+# read past its end). Taken out while a write uses them, put back once the manifest names their
+# files: a write that fails leaves nothing.
 _last_written: _Written | None = None
 
 
@@ -175,7 +178,8 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
         try:  # the files are verified against their checksums before they are kept or extended
             if kept is not None:
                 verified_faiss_files(index_dir, manifest)
-            index = kept.index if kept is not None else load_faiss(index_dir, manifest)
+            index = (SegmentedIndex(main_faiss(index_dir, manifest, mapped=True), kept.added)
+                     if kept is not None else load_faiss_to_extend(index_dir, manifest))
         except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
             index, kept = None, None
     if index is not None and manifest.generation == generation and manifest.lexical_file:
@@ -192,6 +196,8 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
         index = SegmentedIndex(built)
     folds = rebuilt or _folds(index)
     if folds:
+        if not rebuilt:  # the main file read writable (the one extended above is mapped)
+            index = SegmentedIndex(main_faiss(index_dir, manifest, mapped=False), index.added)
         index = index.folded()
         main = _written(index_dir, index.main, faiss_file_name(generation))
     else:  # the main file stays as it is
@@ -217,7 +223,7 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
                         lexical_added_file=lexical_added.name, lexical_added_sha256=lexical_added.sha256,
                         lexical_added_bytes=lexical_added.size)
     write_manifest(index_dir, manifest)
-    _last_written = _Written(index_dir.resolve(), manifest, index, lexical)
+    _last_written = _Written(index_dir.resolve(), manifest, index.added, lexical)
     return manifest, rebuilt
 
 

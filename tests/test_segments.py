@@ -128,6 +128,28 @@ def test_a_write_of_a_few_questions_leaves_the_main_file_as_it_is(built, tiny_mo
     assert check_index(index_dir).ok
 
 
+def test_a_main_file_put_back_under_its_name_is_read_again(built):
+    """A main file replaced by another with the same name and checksum (``check --repair``
+    after it was damaged in place) is another file: a state opened then reads it, and does not
+    share what a state still open made of the one it replaced (a mapping of a damaged file)."""
+    index_dir, _ = built
+    manifest = read_manifest(index_dir)
+    opened_first = open_index(index_dir)
+    try:
+        main_file = index_dir / manifest.faiss_file
+        copy = main_file.with_name("copy")
+        copy.write_bytes(main_file.read_bytes())
+        copy.replace(main_file)  # the same bytes, another inode
+        opened = open_index(index_dir)
+        try:
+            assert opened.faiss.main is not opened_first.faiss.main
+            assert opened.faiss.ntotal == opened_first.faiss.ntotal
+        finally:
+            opened.close()
+    finally:
+        opened_first.close()
+
+
 def test_added_questions_are_folded_into_the_main_file_past_their_share(built, tiny_model, monkeypatch):
     index_dir, _ = built
     before = read_manifest(index_dir)
@@ -151,6 +173,32 @@ def test_added_questions_are_folded_into_the_main_file_past_their_share(built, t
         assert np.array_equal(np.sort(index_ids(opened.faiss.main)), np.sort(opened.store.ids()))
     finally:
         opened.close()
+    assert check_index(index_dir).ok
+
+
+def test_a_write_reads_the_main_faiss_file_writable_only_to_fold_into_it(built, tiny_model, monkeypatch):
+    """A write that only adds extends the added file beside the main one mapped, as searches
+    have it (reading it writable was most of a server's first write, and kept its memory); one
+    that folds reads it writable, once."""
+    from askalike.indexer import manifest as manifest_module
+
+    index_dir, _ = built
+    monkeypatch.setattr(sync, "ADDED_FLOOR", 4)
+    monkeypatch.setattr(sync, "ADDED_SHARE", 1000)
+    monkeypatch.setattr(sync, "_last_written", None)  # as a server's first write: nothing kept
+    reads: list[tuple[str, bool]] = []
+    read = manifest_module.read_index
+    monkeypatch.setattr(manifest_module, "read_index",
+                        lambda path, mapped=False: reads.append((path.name, mapped)) or read(path, mapped))
+    main = read_manifest(index_dir).faiss_file
+    _write(index_dir, tiny_model, _new(200, 2))
+    _write(index_dir, tiny_model, _new(202, 2))
+    assert read_manifest(index_dir).faiss_file == main and (main, False) not in reads
+    reads.clear()
+    _write(index_dir, tiny_model, _new(204, 1))  # 5 added: past the floor of 4, folded
+    folded = read_manifest(index_dir)
+    assert folded.faiss_file != main and folded.count == 205
+    assert reads.count((main, False)) == 1
     assert check_index(index_dir).ok
 
 

@@ -74,7 +74,7 @@ def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_p
         manifest, _ = _synced(tmp_path, store, None)
         _add(store, 10, 5)
         with monkeypatch.context() as patched:
-            patched.setattr("askalike.indexer.sync.load_faiss", _refuse)
+            patched.setattr("askalike.indexer.sync.load_faiss_to_extend", _refuse)
             patched.setattr("askalike.indexer.sync.load_lexical", lambda *_: pytest.fail("BM25 file read"))
             manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert not rebuilt
@@ -87,7 +87,7 @@ def test_the_index_this_process_wrote_is_extended_without_reading_its_file(tmp_p
             _synced(other, other_store, None)
         _add(store, 15, 2)
         with monkeypatch.context() as patched:
-            patched.setattr("askalike.indexer.sync.load_faiss", _refuse)
+            patched.setattr("askalike.indexer.sync.load_faiss_to_extend", _refuse)
             manifest, rebuilt = _synced(tmp_path, store, manifest, only_added=True)
         assert rebuilt  # the kept index was the other directory's: this file was read, and refused
         _assert_matches_store(tmp_path, manifest, store)
