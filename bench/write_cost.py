@@ -3,14 +3,15 @@ its latency, the CPU seconds the server spends on it (its embedding, commit, fil
 opening of the new state; read from /proc, all the server's threads) and a search's latency just
 after it (the first on the new state). With ``--workers 2``, also the CPU of the worker that did
 not take the write: what opening the new state costs a process that only follows the commits.
+And the workers' resident memory once the writes are done.
 
     python -m bench.write_cost [--questions 100000] [--writes 20] [--write-batch 100]
                                [--models models/fast] [--workers 1] [--section NAME --title TEXT]
 
 The indexes are bench/serve.py's (built once under ~/.cache/askalike/bench-serve, each run on a
 copy); the server under ``bench.harness.thread_env(1)``, as bench/serve.py runs it. The first
-write is reported apart: it reads the FAISS file that later writes extend from memory. Linux
-only (/proc).
+write is reported apart: it reads what later writes keep in memory (the added FAISS index, the
+BM25 files). Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -44,13 +45,20 @@ from bench.serve import (
 SECTION = "write-cost"
 HEADER = ("model", "workers", "writes", "first write ms", "first write CPU s", "write ms (median)",
           "write CPU s (median)", "write CPU s (max)", "other worker's CPU s (median)",
-          "search after a write ms (median)", "search after a write ms (max)", "load avg 1 min")
+          "search after a write ms (median)", "search after a write ms (max)", "workers' RSS MiB after",
+          "load avg 1 min")
 
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of process ``pid`` so far, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` now."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:", 1)[1].split()[0]) / 1024
 
 
 def worker_pids(pid: int) -> list[int]:
@@ -99,6 +107,7 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
             client.get("/search", params={"q": queries[number % len(queries)], "k": 10}).raise_for_status()
             after.append((time.perf_counter() - started) * 1000)
         count = client.get("/ready").json()["questions"]
+        resident = sum(rss_mib(pid) for pid in workers)
     expected = args.questions + len(texts)
     if count != expected:
         raise SystemExit(f"{model}: {count} questions after the writes, {expected} expected")
@@ -106,7 +115,7 @@ def measure(model: str, source: Path, texts: list[str], queries: list[str], args
     return [model, args.workers, len(latencies), f"{latencies[0]:.0f}", f"{cpu[0]:.2f}",
             f"{np.median(rest_ms):.0f}", f"{np.median(rest_cpu):.2f}", f"{rest_cpu.max():.2f}",
             f"{np.median(np.concatenate(other[1:])):.3f}" if args.workers > 1 else "-",
-            f"{np.median(after):.1f}", f"{max(after):.1f}",
+            f"{np.median(after):.1f}", f"{max(after):.1f}", f"{resident:.0f}",
             f"{load:.2f}"]
 
 
@@ -141,7 +150,8 @@ def main() -> None:
             "questions one after another, each followed by one search (k=10). \"CPU s\" is the "
             "user + system time of the worker that took the write over the write and the 0.2 s after "
             "it (\"other worker's\": the other workers', opening the new state); the first write is "
-            "apart (it reads the FAISS file that the later writes extend from memory).\n\n" + table)
+            "apart (it reads what the later writes keep in memory); \"RSS\": the workers' resident "
+            "memory, summed, after the writes.\n\n" + table)
     write_section(args.section, f"Write cost (askalike serve, {args.questions:,} questions){args.title}",
                   f"python -m bench.write_cost --questions {args.questions} --writes {args.writes} "
                   f"--write-batch {args.write_batch} --models {' '.join(args.models)} "
