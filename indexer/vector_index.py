@@ -149,8 +149,8 @@ def scan(index: faiss.Index, vectors: np.ndarray, k: int,
 
 # the sort for an index's ids, which come in the order they were added: rising (a build reads the
 # store by id, and questions added later have higher ids). numpy's stable sort (timsort) takes
-# sorted input in one pass, 0.1 ms at 100,000 where its default took 3-4 ms at every state a
-# server opened
+# sorted input in one pass: sorting 100,000 took 0.05 ms so, 3.7 ms by its default, at every
+# state a server opened (its default argsort was already quick: 0.2 ms)
 ALREADY_SORTED = "stable"
 
 
