@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from bench.harness import alternated, load_average, markdown_table, thread_env, write_section
+from bench.harness import alternated, load_average, markdown_table, real_questions, thread_env, write_section
 from bench.serve import CACHE, QUERY_CHARS, cached_index, collection_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +71,6 @@ def main() -> None:
         index, queries = args.child
         print(json.dumps(measure(Path(index), args.modes, json.loads(Path(queries).read_text()))))
         return
-
-    from bench.harness import real_questions
 
     texts = real_questions(args.questions + WARM_UP + args.queries)
     source = collection_file(texts[:args.questions], CACHE / f"questions-{args.questions}.jsonl")

@@ -125,10 +125,9 @@ def _verified(index_dir: Path, name: str, size: int, sha256: str) -> Path:
     return path
 
 
-def verified_faiss_files(index_dir: Path, manifest: Manifest) -> None:
-    """Check the FAISS files the manifest names: their sizes and checksums must match (else
-    IndexDirectoryError)."""
-    _verified(index_dir, manifest.faiss_file, manifest.faiss_bytes, manifest.faiss_sha256)
+def verified_added_faiss(index_dir: Path, manifest: Manifest) -> None:
+    """Check the added FAISS file the manifest names, if any: its size and checksum must match
+    (else IndexDirectoryError). The main one is checked as it is opened (``main_faiss``)."""
     if manifest.added_file:
         _verified(index_dir, manifest.added_file, manifest.added_bytes, manifest.added_sha256)
 

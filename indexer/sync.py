@@ -35,7 +35,7 @@ from askalike.indexer.manifest import (
     load_lexical,
     main_faiss,
     remember_lexical_main,
-    verified_faiss_files,
+    verified_added_faiss,
     verified_lexical_files,
     write_manifest,
 )
@@ -177,7 +177,7 @@ def sync_vector_index(index_dir: Path, store: Store, encoder: EncoderIdentity, i
         kept = _take_written(index_dir, manifest)
         try:  # the files are verified against their checksums before they are kept or extended
             if kept is not None:
-                verified_faiss_files(index_dir, manifest)
+                verified_added_faiss(index_dir, manifest)
             index = (SegmentedIndex(main_faiss(index_dir, manifest, mapped=True), kept.added)
                      if kept is not None else load_faiss_to_extend(index_dir, manifest))
         except IndexDirectoryError:  # missing or damaged: rebuilt from the database below
