@@ -29,6 +29,9 @@ class BatchedEncoder:
     kind: str
     dim: int
     max_batch: int = 1 << 30  # texts per embed_batch call at most, whatever batch_size asks
+    # characters per embed_batch call at most, counting each text as long as the batch's longest
+    # (its padding), but always one text; None: no limit
+    max_batch_chars: int | None = None
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
@@ -46,9 +49,9 @@ class BatchedEncoder:
 
     def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = np.argsort([len(text) for text in texts], kind="stable")
-        step = min(batch_size, self.max_batch)
-        chunks = [order[start : start + step] for start in range(0, len(order), step)]
+        lengths = np.array([len(text) for text in texts], dtype=np.int64)
+        order = np.argsort(lengths, kind="stable")
+        chunks = self._chunks(order, lengths[order], min(batch_size, self.max_batch))
         batches = ([texts[i] for i in chunk] for chunk in chunks)
         for chunk, vectors in zip(chunks, self.embed_batches(batches), strict=True):
             vectors = vectors.astype(np.float32, copy=False)
@@ -57,3 +60,18 @@ class BatchedEncoder:
                 vectors = vectors / np.maximum(norms, 1e-12)
             result[chunk] = vectors
         return result
+
+    def _chunks(self, order: np.ndarray, sorted_lengths: np.ndarray, step: int) -> list[np.ndarray]:
+        """``order`` (texts, shortest first) cut into runs of at most ``step`` texts and, with
+        ``max_batch_chars``, at most that many characters padded to the run's last (longest) text."""
+        if self.max_batch_chars is None:
+            return [order[start : start + step] for start in range(0, len(order), step)]
+        chunks, start = [], 0
+        while start < len(order):
+            end = start + 1
+            while (end < len(order) and end - start < step
+                   and (end - start + 1) * sorted_lengths[end] <= self.max_batch_chars):
+                end += 1
+            chunks.append(order[start:end])
+            start = end
+        return chunks

@@ -266,10 +266,11 @@ def test_an_int8_matmul_of_the_export_rounds_each_token_on_a_scale_of_its_own(tm
 
 
 def test_the_int8_products_of_the_exports_ranges_are_exact_on_this_cpu():
-    """``MatMulInteger`` of the largest activations (uint8 255, zero point 128) and the largest
-    7-bit weights equals the int64 product on this machine's kernel. Without VNNI, ONNX Runtime's
-    u8 x s8 kernel adds pairs of products in int16: 2 x 255 x 127 would saturate (wrong sums
-    on such a CPU, measured), 2 x 255 x 63 cannot."""
+    """``MatMulIntegerToFloat`` (the export's int8 product) of the largest activations (uint8
+    255, zero point 128) and the largest 7-bit weights, at unit scales, equals the int64 product
+    on this machine's kernel. Without VNNI, ONNX Runtime's u8 x s8 kernel adds pairs of
+    products in int16: 2 x 255 x 127 would saturate (wrong sums on such a CPU, measured),
+    2 x 255 x 63 cannot. (The sums stay below 2**24, so a float32 holds them exactly.)"""
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
@@ -280,11 +281,15 @@ def test_the_int8_products_of_the_exports_ranges_are_exact_on_this_cpu():
     activations[1] = 0
     activations[2] = np.random.default_rng(3).integers(0, 256, depth, dtype=np.uint8)
     graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["a", "w", "zero"], ["y"])], "one_product",
+        [helper.make_node("MatMulIntegerToFloat", ["a", "w", "one", "ones", "zero"], ["y"],
+                          domain="com.microsoft")], "one_product",
         [helper.make_tensor_value_info("a", TensorProto.UINT8, [None, depth])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [None, width])],
-        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(np.array(128, np.uint8), "zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, width])],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(np.array(128, np.uint8), "zero"),
+         numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+         numpy_helper.from_array(np.ones(width, np.float32), "ones")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = (activations.astype(np.int64) - 128) @ weights.astype(np.int64)
     assert np.array_equal(session.run(None, {"a": activations})[0], expected)

@@ -68,7 +68,7 @@ def test_shipped_transformer_export_runs_fused_attention_and_int8_products_per_t
     assert "Softmax" not in operators  # no attention left unfused
     assert not {"DynamicQuantizeLinear", "QAttention", "DynamicQuantizeMatMul"} & set(operators)
     # per layer: the query/key/value projection, the attention output, the feed-forward pair
-    products = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    products = [node for node in graph.node if node.op_type == "MatMulIntegerToFloat"]
     assert len(products) == 4 * layers
     weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     assert not [node for node in graph.node if node.op_type in ("MatMul", "Gemm", "Attention")

@@ -1,10 +1,11 @@
-"""Tokenizer, vocabulary and duplicate-free batching."""
+"""Tokenizer, vocabulary, duplicate-free batching and an encoder's batches."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from askalike.core.encoder import BatchedEncoder
 from askalike.core.text import Vocabulary, tokenize
 from askalike.train.batching import text_key, unique_text_batches
 
@@ -27,6 +28,35 @@ def test_vocabulary_known_oov_and_bigrams(tmp_path):
     vocabulary.save(tmp_path / "vocab.json")
     assert np.array_equal(Vocabulary.load(tmp_path / "vocab.json").encode(["a b zebra"], 8)["bigrams"],
                           vocabulary.encode(["a b zebra"], 8)["bigrams"])
+
+
+class LengthEncoder(BatchedEncoder):
+    """A text's vector is its length; every batch it is given is kept."""
+
+    kind, dim = "length", 2
+
+    def __init__(self, max_batch: int, max_batch_chars: int | None) -> None:
+        self.max_batch, self.max_batch_chars, self.batches = max_batch, max_batch_chars, []
+
+    def embed_batch(self, texts):
+        self.batches.append(list(texts))
+        return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
+
+
+@given(st.lists(st.text(max_size=40), max_size=50), st.integers(1, 9), st.integers(1, 9),
+       st.none() | st.integers(1, 120))
+def test_an_encoders_batches_keep_to_its_text_and_character_limits(texts, batch_size, max_batch, max_chars):
+    """Every text is embedded once, its vector in its place; a batch holds at most
+    ``batch_size`` and ``max_batch`` texts and, with ``max_batch_chars``, at most that many
+    characters padded to its longest text, unless it is one text alone."""
+    encoder = LengthEncoder(max_batch, max_chars)
+    vectors = encoder.encode(texts, batch_size=batch_size, normalize=False)
+    assert vectors[:, 0].tolist() == [len(text) for text in texts]
+    assert sorted(text for batch in encoder.batches for text in batch) == sorted(texts)
+    for batch in encoder.batches:
+        assert 1 <= len(batch) <= min(batch_size, max_batch)
+        if max_chars is not None and len(batch) > 1:
+            assert len(batch) * max(map(len, batch)) <= max_chars
 
 
 pair_lists = st.lists(st.tuples(st.sampled_from("abcdefghij"), st.sampled_from("abcdefghijk")),
