@@ -58,8 +58,10 @@ if TYPE_CHECKING:
 # added_file), so that a write of a few questions writes a file the size of what was added since
 # the main file rather than the whole index; past this share of the main index (and this floor)
 # they are folded into it, the one write whose cost grows with the collection. At 100,000
-# questions that is every 6,250 added: the added file is 9.6 MB at most, and its exact search
-# costs about a tenth of what the main index's does.
+# questions that is every 6,250 added: the added file is 9.6 MB at most. Its exact search reads
+# every added vector again from memory (the main index's search has pushed them out of the
+# caches): at 4,000 added, 0.25 ms of a 1.9 ms hybrid search, the price of folding less often
+# (docs/benchmarks.md, "models/fast with a writer, re-measured").
 ADDED_SHARE = 16
 ADDED_FLOOR = 1_000
 
