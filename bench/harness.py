@@ -103,7 +103,7 @@ def cpu_name() -> str:
 
 def int8_instructions() -> str:
     """The CPU's instructions for int8 products, which set how fast an int8 export runs: with
-    VNNI a MatMulInteger sums u8 x s8 products in int32 in one instruction."""
+    VNNI the int8 product sums u8 x s8 products in int32 in one instruction."""
     try:
         flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("flags")), None)

@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from askalike.core.onnx_encoder import OnnxEncoder
 from bench.encoding import askalike_model, sentence_transformers_minilm, sentences_per_second
 from bench.harness import ROOT, markdown_table, real_questions, write_section
 
@@ -118,7 +119,8 @@ def main() -> None:
             + f"\n\nEncoding the first {len(encode_texts):,} of those questions, one process; the peer at "
             + ", ".join(f"batch {size}: {speed:,.0f}/s" for size, speed in peer_speeds.items())
             + " (its best is the reference), askalike's encoders asked for batch 256 (the ONNX encoder "
-            f"runs 8 texts at a time) "
+            f"runs at most {OnnxEncoder.max_batch} texts and {OnnxEncoder.max_batch_chars} characters "
+            "a call) "
             f"(`models/accurate` is {accurate_ratio:.2f}x the peer; target >= 2.3x: "
             + ("met" if accurate_ratio >= 2.3 else "**missed**") + "):\n\n"
             + markdown_table(["model", "sentences/s", "vs peer"], speed_rows))

@@ -48,6 +48,8 @@ class BatchedEncoder:
         return map(self.embed_batch, batches)
 
     def encode(self, texts: Sequence[str], batch_size: int = 256, normalize: bool = True) -> np.ndarray:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         result = np.zeros((len(texts), self.dim), dtype=np.float32)
         lengths = np.array([len(text) for text in texts], dtype=np.int64)
         order = np.argsort(lengths, kind="stable")

@@ -117,8 +117,9 @@ class OnnxEncoder(BatchedEncoder):
 
     # small batches keep each MatMul's operands in cache: on 2 cores all-MiniLM-L6-v2 encodes
     # about 1.75x the sentences/s at 8 texts a batch than at 256 (bench/runtime.py), and
-    # models/accurate 1.2x at 256 characters a batch than at 8 texts of 260 (one such text a
-    # batch) on an AVX2 CPU with a 512 KB L2 cache, with no loss on short texts (docs/results.md)
+    # models/accurate 1.2x with batches capped at 256 characters (one 260-character text each)
+    # than with 8 such texts a batch, on an AVX2 CPU with a 512 KB L2 cache, with no loss on
+    # short texts (docs/results.md)
     max_batch = 8
     max_batch_chars = 256
 

@@ -59,6 +59,14 @@ def test_an_encoders_batches_keep_to_its_text_and_character_limits(texts, batch_
             assert len(batch) * max(map(len, batch)) <= max_chars
 
 
+@pytest.mark.parametrize("max_chars", [None, 100])
+def test_a_batch_size_below_one_is_refused_with_or_without_a_character_limit(max_chars):
+    encoder = LengthEncoder(8, max_chars)
+    with pytest.raises(ValueError, match="batch_size must be at least 1, not 0"):
+        encoder.encode(["a", "bb"], batch_size=0)
+    assert encoder.batches == []
+
+
 pair_lists = st.lists(st.tuples(st.sampled_from("abcdefghij"), st.sampled_from("abcdefghijk")),
                       min_size=1, max_size=60)
 
