@@ -52,7 +52,8 @@ def sentence_transformers_minilm() -> Encode:
                                                   normalize_embeddings=True)
 
 
-def askalike_model(spec: str, threads: int) -> Encode:
+def askalike_model(spec: str, threads: int | None = None) -> Encode:
+    """``spec``'s encoder at ``threads`` threads (None: ONNX Runtime's choice, as a query runs)."""
     from askalike.core.loader import load_encoder
 
     encoder = load_encoder(spec, threads=threads)
