@@ -16,6 +16,7 @@ from askalike.app.output import plain, stderr
 from askalike.app.server.settings import Limits
 from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
+APPLICATION = "askalike.app.server.api:app_from_environment"  # each worker's (uvicorn's --factory)
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
 # connection, which uvicorn's socket for several workers lacked)
 DEFAULT_LIMITS = Limits()  # what docs/api.md shows
@@ -60,6 +61,7 @@ def serve(
         os.environ.setdefault(variable, "1")
     import uvicorn
 
+    from askalike.app.server import balancer
     from askalike.app.server.settings import SETTINGS_ENV_VAR, ServerSettings
     from askalike.app.server.settings import api_keys as read_keys
     from askalike.indexer.directory import open_index
@@ -77,8 +79,11 @@ def serve(
     stderr.print(plain(f"serving {index_dir} on http://{host}:{port}/ (API docs at /docs); writes "
                        + ("need an API key" if keys else "are off: no API key given")))
     os.environ[SETTINGS_ENV_VAR] = settings.to_environment()
-    uvicorn.run("askalike.app.server.api:app_from_environment", factory=True, host=host, port=port,
-                workers=workers, **UVICORN_OPTIONS)
+    options = {"factory": True, "host": host, "port": port, "workers": workers, **UVICORN_OPTIONS}
+    if workers > 1 and balancer.SUPPORTED:  # each connection to the worker holding the fewest
+        balancer.BalancedWorkers(uvicorn.Config(APPLICATION, **options)).run()
+    else:
+        uvicorn.run(APPLICATION, **options)
 
 
 def _require_free(host: str, port: int) -> None:

@@ -1,0 +1,127 @@
+"""serve --workers N on Linux: the parent process hands each connection to the worker holding the
+fewest open (``app/server/balancer.py``), replaces a worker that dies and stops on SIGTERM. The
+workers serve ``worker_pid_app``, which answers with the id of the process that served it."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serving import eventually, free_port
+from uvicorn.config import STARTUP_FAILURE
+
+from askalike.app.server.balancer import SUPPORTED
+
+pytestmark = pytest.mark.skipif(not SUPPORTED, reason="the balanced workers pass connections over "
+                                                      "Unix sockets of SOCK_SEQPACKET (Linux)")
+APP = Path(__file__).with_name("worker_pid_app.py")
+
+
+@contextlib.contextmanager
+def balanced(app: str = "worker_pid_app:app") -> Iterator[tuple[subprocess.Popen, int]]:
+    """Two balanced workers serving ``app``: the parent process and its port, once both answer."""
+    port = free_port()
+    parent = subprocess.Popen([sys.executable, str(APP), app, str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        assert eventually(lambda: parent.poll() is not None or len(_workers(port, 8)) == 2), _output(parent)
+        yield parent, port
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _output(parent: subprocess.Popen) -> str:
+    if parent.poll() is None:
+        return "(still running)"
+    return parent.stdout.read() if parent.stdout else ""
+
+
+def _connect(port: int, count: int) -> list[http.client.HTTPConnection]:
+    """``count`` kept-alive connections, all opened before the first request (as a load
+    generator's clients start together)."""
+    connections = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(count)]
+    for connection in connections:
+        connection.connect()
+    return connections
+
+
+def _pid(connection: http.client.HTTPConnection) -> int:
+    connection.request("GET", "/")
+    answer = connection.getresponse()
+    assert answer.status == 200
+    return int(answer.read())
+
+
+def _workers(port: int, connections: int) -> set[int]:
+    """The workers that ``connections`` new connections reach (none where it does not answer)."""
+    try:
+        opened = _connect(port, connections)
+    except OSError:
+        return set()
+    try:
+        return {_pid(connection) for connection in opened}
+    except (OSError, http.client.HTTPException):
+        return set()
+    finally:
+        for connection in opened:
+            connection.close()
+
+
+def test_connections_opened_together_are_split_evenly_and_a_closed_one_is_counted_as_closed():
+    with balanced() as (_, port):
+        held = _connect(port, 8)
+        by_worker = Counter(_pid(connection) for connection in held)
+        assert sorted(by_worker.values()) == [4, 4]  # uvicorn's own workers: often 6/2 or 5/3
+
+        first = next(iter(by_worker))
+        for connection in held:  # the first worker's four closed: it holds none, the other four
+            if _pid(connection) == first:
+                connection.close()
+
+        # four new ones all go to the emptied worker; the parent may accept them before it has
+        # read the worker's notes of the closes, and so they are tried again (each try closes its
+        # own: not `eventually`, which tries once more after a success)
+        deadline = time.monotonic() + 60
+        while True:
+            fresh = _connect(port, 4)
+            went = Counter(_pid(connection) for connection in fresh)
+            for connection in fresh:
+                connection.close()
+            if went == {first: 4}:
+                break
+            assert time.monotonic() < deadline, went
+
+
+def test_a_worker_that_dies_is_replaced():
+    with balanced() as (_, port):
+        before = _workers(port, 8)
+        killed = min(before)
+        os.kill(killed, signal.SIGKILL)
+        assert eventually(lambda: len(after := _workers(port, 8)) == 2 and killed not in after)
+
+
+def test_sigterm_stops_the_parent_and_its_workers():
+    with balanced() as (parent, port):
+        workers = _workers(port, 8)
+        parent.terminate()
+        assert parent.wait(60) == 0, _output(parent)
+        assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+
+def test_workers_that_fail_before_they_serve_stop_the_parent_with_uvicorns_status():
+    port = free_port()
+    failed = subprocess.run([sys.executable, str(APP), "worker_pid_app:missing", str(port)],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == STARTUP_FAILURE, failed.stderr
+    assert "failed to start" in failed.stderr
