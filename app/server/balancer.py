@@ -68,10 +68,13 @@ class BalancedWorkers:
         try:
             for _ in range(self.config.workers):
                 self._start_worker()
-            listening = False
+            listening, started = False, False
             while not self._stopping:
-                if listening != any(worker.ready for worker in self.workers):
-                    listening = not listening  # connections wait in the backlog until a worker is ready
+                # connections wait in the backlog until every worker has started (else the first
+                # ready would hold every kept-alive one), later while none is ready
+                started = started or all(worker.ready for worker in self.workers)
+                if listening != (started and any(worker.ready for worker in self.workers)):
+                    listening = not listening
                     if listening:
                         self._selector.register(listener, selectors.EVENT_READ, self._accept)
                     else:
