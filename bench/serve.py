@@ -604,7 +604,10 @@ def report_body(args: argparse.Namespace, plan: Plan, table: str, checks: list[s
                "search depth (askalike's efSearch is the one its build recorded, 128 up to 500,000 "
                "questions; txtai has no setting for it, so FAISS's default, 16, applies: fewer "
                "candidates a search); the hybrid fusion (each system's own); the writes (askalike: "
-               "one authenticated POST a batch; txtai: POST /add then GET /upsert, no key)"
+               "one authenticated POST a batch; txtai: POST /add then GET /upsert, no key); how "
+               "several workers take connections (askalike's parent process hands each to the "
+               "worker holding the fewest open, on Linux; txtai's uvicorn workers accept whatever "
+               "waits when they are idle)"
                + (f"; and txtai's writes at more than one worker: {'; '.join(notes)}" if notes else "")
                + "." if args.peer_python else "")
     compared = ratios(plan)

@@ -4,11 +4,12 @@ the fewest open ones.
 uvicorn's own workers share the listening socket: whichever is idle when connections arrive
 accepts every one waiting. A few long-lived connections (kept-alive clients, a proxy's pool of
 upstream connections) then often sit unevenly on the workers, and the clients of the busier one
-wait the longest: at 100,000 questions with 8 clients and a writer, p99 37.0 ms with the clients
-split 6/2 against 27.8 ms split 4/4 (issue 55; docs/benchmarks.md). Here the parent process
-accepts, and passes each connection (its descriptor, over a Unix socket) to the ready worker
-holding the fewest; each worker says on that socket when it is ready and when a connection of
-its own closes. Linux only (``SOCK_SEQPACKET``); elsewhere uvicorn's workers serve.
+wait the longest: at 100,000 questions with 8 clients and a writer, p99 37.1-39.5 ms with the
+clients split 6/2 against 32.7-33.1 ms split 4/4 (issue 55; docs/benchmarks.md). Here the
+parent process accepts, once every worker has started, and passes each connection (its
+descriptor, over a Unix socket) to the ready worker holding the fewest; each worker says on that
+socket when it is ready and when a connection of its own closes. Linux only
+(``SOCK_SEQPACKET``); elsewhere uvicorn's workers serve.
 """
 
 from __future__ import annotations
