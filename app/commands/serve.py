@@ -18,10 +18,12 @@ from askalike.indexer.choices import DEFAULT_INDEX_DIR
 
 APPLICATION = "askalike.app.server.api:app_from_environment"  # each worker's (uvicorn's --factory)
 # how uvicorn serves, whatever the address and workers (the protocol: TCP_NODELAY on every
-# connection, which uvicorn's socket for several workers lacked)
+# connection, which uvicorn's socket for several workers lacked; no WebSocket upgrades: the API
+# has none, and a connection upgraded would leave the HTTP protocol that tells the balanced
+# workers' parent when it closes)
 DEFAULT_LIMITS = Limits()  # what docs/api.md shows
 UVICORN_OPTIONS = {"log_level": "warning", "server_header": False,
-                   "http": "askalike.app.server.protocol:NoDelayHTTP"}
+                   "http": "askalike.app.server.protocol:NoDelayHTTP", "ws": "none"}
 
 
 @app.command("serve")

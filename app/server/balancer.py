@@ -33,7 +33,8 @@ from uvicorn.config import STARTUP_FAILURE
 log = logging.getLogger("uvicorn.error")
 
 SUPPORTED = sys.platform.startswith("linux")
-READY, CLOSED, CONNECTION = b"r", b"c", b"n"  # a worker's two messages, and the parent's
+READY, CLOSED, STOPPING = b"r", b"c", b"s"  # what a worker tells the parent
+CONNECTION = b"n"  # what the parent sends with each connection's descriptor
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 POLL_S = 0.5  # how often the parent looks for a signal to stop when nothing else wakes it
 # how long the parent waits to hand a connection to a worker that is not reading its channel (one
@@ -45,7 +46,8 @@ HANDOFF_TIMEOUT_S = 5.0
 class _Worker:
     process: SpawnProcess
     channel: socket.socket  # the parent's end of the socket the worker's connections go through
-    ready: bool = False
+    ready: bool = False  # takes connections now
+    served: bool = False  # has been ready
     open: int = 0  # connections handed to it and not yet closed
 
 
@@ -57,11 +59,13 @@ class BalancedWorkers:
         self.workers: list[_Worker] = []
         self._selector = selectors.DefaultSelector()
         self._stopping = False
+        self._started = False  # every worker first started has been ready
         self._failed = False
 
     def run(self) -> None:
         """Serve until SIGINT or SIGTERM; exits with uvicorn's start-up failure status when a
-        worker fails before it ever served (the same failure would recur on every restart)."""
+        worker ends before it has served, at the start or with that status (the same failure
+        would recur on every restart)."""
         listener = self.config.bind_socket()
         listener.listen(self.config.backlog)
         listener.setblocking(False)
@@ -69,12 +73,12 @@ class BalancedWorkers:
         try:
             for _ in range(self.config.workers):
                 self._start_worker()
-            listening, started = False, False
+            listening = False
             while not self._stopping:
                 # connections wait in the backlog until every worker has started (else the first
                 # ready would hold every kept-alive one), later while none is ready
-                started = started or all(worker.ready for worker in self.workers)
-                if listening != (started and any(worker.ready for worker in self.workers)):
+                self._started = self._started or all(worker.ready for worker in self.workers)
+                if listening != (self._started and any(worker.ready for worker in self.workers)):
                     listening = not listening
                     if listening:
                         self._selector.register(listener, selectors.EVENT_READ, self._accept)
@@ -127,7 +131,9 @@ class BalancedWorkers:
         except OSError:
             message = b""
         if message == READY:
-            worker.ready = True
+            worker.ready = worker.served = True
+        elif message == STOPPING:  # it finishes what it has (SIGTERM to it alone)
+            worker.ready = False
         elif message == CLOSED:
             worker.open -= 1
         elif not message:  # the worker has ended
@@ -140,12 +146,12 @@ class BalancedWorkers:
         self.workers.remove(worker)
         if self._stopping:
             return
-        if not worker.ready:
+        if not worker.served and (not self._started or worker.process.exitcode == STARTUP_FAILURE):
             log.error("worker [%d] failed to start (exit status %s); stopping", worker.process.pid,
                       worker.process.exitcode)
             self._failed = self._stopping = True
             return
-        log.warning("worker [%d] died (exit status %s); starting another", worker.process.pid,
+        log.warning("worker [%d] ended (exit status %s); starting another", worker.process.pid,
                     worker.process.exitcode)
         self._start_worker()
 
@@ -182,9 +188,23 @@ class _ChannelServer(uvicorn.Server):
         self._tell(READY)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._tell(STOPPING)
         asyncio.get_running_loop().remove_reader(self._channel.fileno())
+        self._refuse_waiting()
         await super().shutdown(sockets=sockets)
         self._channel.close()
+
+    def _refuse_waiting(self) -> None:
+        """Close the connections the parent sent before it read STOPPING: none has been read."""
+        while True:
+            try:
+                message, descriptors, _, _ = socket.recv_fds(self._channel, 1, 1)
+            except (BlockingIOError, InterruptedError):
+                return
+            for descriptor in descriptors:
+                socket.socket(fileno=descriptor).close()
+            if not message:
+                return
 
     def _receive(self) -> None:
         try:
