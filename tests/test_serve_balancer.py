@@ -10,10 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 from serving import eventually, free_port
@@ -31,19 +33,27 @@ def balanced(app: str = "worker_pid_app:app") -> Iterator[tuple[subprocess.Popen
     """Two balanced workers serving ``app``: the parent process, its port and the worker that
     answered a first connection, kept open. Connections wait in the parent's backlog until both
     workers have started, so one request says they have; closing it would leave a close that the
-    parent counts a moment later (when the worker tells it), and the tests' own counts open."""
+    parent counts a moment later (when the worker tells it), and the tests' own counts open. The
+    processes' output goes to a file (a pipe nobody reads would fill, and block them)."""
     port = free_port()
-    parent = subprocess.Popen([sys.executable, str(APP), app, str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    first = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    try:
-        assert eventually(lambda: parent.poll() is not None or _connected(first)), _output(parent)
-        yield parent, port, _pid(first)
-    finally:
-        first.close()
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
+    with tempfile.TemporaryFile("w+") as output:
+        parent = subprocess.Popen([sys.executable, str(APP), app, str(port)], stdout=output,
+                                  stderr=subprocess.STDOUT, text=True)
+        first = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            assert eventually(lambda: parent.poll() is not None or _connected(first)), _read(output)
+            assert parent.poll() is None, _read(output)
+            yield parent, port, _pid(first)
+        finally:
+            first.close()
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait()
+
+
+def _read(output: IO[str]) -> str:
+    output.seek(0)
+    return output.read()
 
 
 def _connected(connection: http.client.HTTPConnection) -> bool:
@@ -52,12 +62,6 @@ def _connected(connection: http.client.HTTPConnection) -> bool:
     except ConnectionRefusedError:  # the parent has not listened yet
         return False
     return True
-
-
-def _output(parent: subprocess.Popen) -> str:
-    if parent.poll() is None:
-        return "(still running)"
-    return parent.stdout.read() if parent.stdout else ""
 
 
 def _connect(port: int, count: int) -> list[http.client.HTTPConnection]:
@@ -131,8 +135,26 @@ def test_sigterm_stops_the_parent_and_its_workers():
     with balanced() as (parent, port, _first):
         workers = _workers(port, 8)
         parent.terminate()
-        assert parent.wait(60) == 0, _output(parent)
-        assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)
+        assert parent.wait(60) == 0
+        assert len(workers) == 2 and not any(_running(pid) for pid in workers)
+
+
+def test_the_workers_end_with_a_parent_killed_outright():
+    with balanced() as (parent, port, _first):
+        workers = _workers(port, 8)
+        parent.kill()
+        parent.wait()
+        assert len(workers) == 2
+        assert eventually(lambda: not any(_running(pid) for pid in workers))
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs: not ended, nor ended and waiting for a parent that does not
+    reap it (a zombie: an orphan's parent is whatever init the machine has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_workers_that_fail_before_they_serve_stop_the_parent_with_uvicorns_status():

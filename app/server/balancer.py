@@ -9,7 +9,9 @@ clients split 6/2 against 32.7-33.1 ms split 4/4 (issue 55; docs/benchmarks.md).
 parent process accepts, once every worker has started, and passes each connection (its
 descriptor, over a Unix socket) to the ready worker holding the fewest; each worker says on that
 socket when it is ready and when a connection of its own closes. Linux only
-(``SOCK_SEQPACKET``); elsewhere uvicorn's workers serve.
+(``SOCK_SEQPACKET``); elsewhere uvicorn's workers serve. Unlike uvicorn's supervisor it has no
+SIGHUP restart, no SIGTTIN/SIGTTOU to change the number of workers and no TLS or Unix socket
+(``askalike serve`` uses none of them).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import multiprocessing
 import selectors
 import signal
 import socket
+import struct
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
 from types import FrameType
@@ -30,16 +32,18 @@ from types import FrameType
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
+from askalike.app.server.protocol import NoDelayHTTP
+
 log = logging.getLogger("uvicorn.error")
 
 SUPPORTED = sys.platform.startswith("linux")
-READY, CLOSED, STOPPING = b"r", b"c", b"s"  # what a worker tells the parent
+READY, STOPPING = b"r", b"s"  # what a worker tells the parent, besides its closes
+CLOSED = b"c"  # a worker's count of its connections closed so far follows (a later one makes up a lost one)
 CONNECTION = b"n"  # what the parent sends with each connection's descriptor
+COUNT = struct.Struct("<Q")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 POLL_S = 0.5  # how often the parent looks for a signal to stop when nothing else wakes it
-# how long the parent waits to hand a connection to a worker that is not reading its channel (one
-# stuck that long loses the connection rather than stall every other worker's)
-HANDOFF_TIMEOUT_S = 5.0
+ACCEPTS_A_ROUND = 64  # then the workers' messages are read before more connections are taken
 
 
 @dataclass(eq=False)
@@ -48,13 +52,20 @@ class _Worker:
     channel: socket.socket  # the parent's end of the socket the worker's connections go through
     ready: bool = False  # takes connections now
     served: bool = False  # has been ready
-    open: int = 0  # connections handed to it and not yet closed
+    handed: int = 0  # connections handed to it
+    closed: int = 0  # of those, closed (as it last said)
+
+    @property
+    def holding(self) -> int:
+        return self.handed - self.closed
 
 
 class BalancedWorkers:
     """The parent process of ``config.workers`` workers that serve ``config``'s application."""
 
     def __init__(self, config: uvicorn.Config) -> None:
+        if config.uds or config.fd is not None or config.is_ssl:
+            raise ValueError("balanced workers listen on a host and port, without TLS")
         self.config = config
         self.workers: list[_Worker] = []
         self._selector = selectors.DefaultSelector()
@@ -103,13 +114,13 @@ class BalancedWorkers:
             target=_run_worker, args=(self.config, worker_end))
         process.start()
         worker_end.close()
-        parent_end.settimeout(HANDOFF_TIMEOUT_S)
+        parent_end.setblocking(False)  # a worker that does not read is passed over, never waited for
         worker = _Worker(process, parent_end)
         self.workers.append(worker)
         self._selector.register(parent_end, selectors.EVENT_READ, lambda _: self._heard_from(worker))
 
     def _accept(self, listener: socket.socket) -> None:
-        while any(worker.ready for worker in self.workers):  # none: one has just died
+        for _ in range(ACCEPTS_A_ROUND):
             try:
                 connection, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -118,29 +129,40 @@ class BalancedWorkers:
                 log.warning("cannot accept a connection: %s", err)
                 return
             with connection:
-                worker = min((worker for worker in self.workers if worker.ready), key=lambda w: w.open)
-                try:
-                    socket.send_fds(worker.channel, [CONNECTION], [connection.fileno()])
-                    worker.open += 1
-                except OSError as err:  # one that has just died (its channel says so next), or stuck
-                    log.warning("cannot hand a connection to worker [%d]: %s", worker.process.pid, err)
+                self._hand_over(connection)
+
+    def _hand_over(self, connection: socket.socket) -> None:
+        """To the ready worker holding the fewest connections; past one whose channel is full."""
+        for worker in sorted((worker for worker in self.workers if worker.ready), key=lambda w: w.holding):
+            try:
+                socket.send_fds(worker.channel, [CONNECTION], [connection.fileno()])
+            except OSError:  # full (not reading), or just ended (its channel says so next)
+                continue
+            worker.handed += 1
+            return
+        log.warning("no worker could take a connection: closed")
 
     def _heard_from(self, worker: _Worker) -> None:
         try:
-            message = worker.channel.recv(1)
-        except OSError:
+            message = worker.channel.recv(1 + COUNT.size)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # reset: as good as ended
             message = b""
         if message == READY:
             worker.ready = worker.served = True
         elif message == STOPPING:  # it finishes what it has (SIGTERM to it alone)
             worker.ready = False
-        elif message == CLOSED:
-            worker.open -= 1
-        elif not message:  # the worker has ended
-            self._replace(worker)
+        elif message[:1] == CLOSED:
+            worker.closed = max(worker.closed, COUNT.unpack(message[1:])[0])
+        elif not message:  # it is ending: replaced once its process has exited
+            worker.ready = False
+            self._selector.unregister(worker.channel)
+            self._selector.register(worker.process.sentinel, selectors.EVENT_READ,
+                                    lambda _: self._replace(worker))
 
     def _replace(self, worker: _Worker) -> None:
-        self._selector.unregister(worker.channel)
+        self._selector.unregister(worker.process.sentinel)
         worker.channel.close()
         worker.process.join()
         self.workers.remove(worker)
@@ -174,14 +196,19 @@ def _run_worker(config: uvicorn.Config, channel: socket.socket) -> None:
 
 class _ChannelServer(uvicorn.Server):
     """A worker's uvicorn server with no socket to listen on: its connections come over
-    ``channel`` from the parent, which it tells when it is ready and when one closes."""
+    ``channel`` from the parent, which it tells when it is ready, how many of them have closed,
+    and when it stops."""
 
     def __init__(self, config: uvicorn.Config, channel: socket.socket) -> None:
         super().__init__(config)
         self._channel = channel
-        self._connecting: set[asyncio.Task[object]] = set()
+        self._connecting: set[asyncio.Task[None]] = set()
+        self._closed = 0  # connections closed so far
+        self._closed_unsaid = False  # the parent has not been told the latest count
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if not issubclass(self.config.http_protocol_class, NoDelayHTTP):
+            raise TypeError("balanced workers count closes with askalike's HTTP protocol only")
         await super().startup(sockets=[])  # the lifespan (the index loaded), and no listener
         self._channel.setblocking(False)
         asyncio.get_running_loop().add_reader(self._channel.fileno(), self._receive)
@@ -192,23 +219,24 @@ class _ChannelServer(uvicorn.Server):
         asyncio.get_running_loop().remove_reader(self._channel.fileno())
         self._refuse_waiting()
         await super().shutdown(sockets=sockets)
+        asyncio.get_running_loop().remove_writer(self._channel.fileno())
         self._channel.close()
 
-    def _refuse_waiting(self) -> None:
-        """Close the connections the parent sent before it read STOPPING: none has been read."""
-        while True:
-            try:
-                message, descriptors, _, _ = socket.recv_fds(self._channel, 1, 1)
-            except (BlockingIOError, InterruptedError):
-                return
-            for descriptor in descriptors:
-                socket.socket(fileno=descriptor).close()
-            if not message:
-                return
+    def _next(self) -> tuple[bytes, list[int]]:
+        """The parent's next message and the descriptors with it; (b"", []) once it has ended."""
+        try:
+            message, descriptors, _, _ = socket.recv_fds(self._channel, 1, 1)
+        except (BlockingIOError, InterruptedError):
+            raise  # nothing yet: not an end
+        except OSError:  # reset: the parent has ended with messages unread
+            return b"", []
+        if message and not descriptors:  # the kernel dropped it (this process out of descriptors)
+            self._connection_closed()
+        return message, descriptors
 
     def _receive(self) -> None:
         try:
-            message, descriptors, _, _ = socket.recv_fds(self._channel, 1, 1)
+            message, descriptors = self._next()
         except (BlockingIOError, InterruptedError):
             return
         if not message:  # the parent has ended: so do we
@@ -220,30 +248,46 @@ class _ChannelServer(uvicorn.Server):
             self._connecting.add(task)
             task.add_done_callback(self._connecting.discard)
 
+    def _refuse_waiting(self) -> None:
+        """Close the connections the parent sent before it read STOPPING: none has been read."""
+        while True:
+            try:
+                message, descriptors = self._next()
+            except (BlockingIOError, InterruptedError):
+                return
+            for descriptor in descriptors:
+                socket.socket(fileno=descriptor).close()
+            if not message:
+                return
+
     async def _connect(self, connection: socket.socket) -> None:
         protocol = self.config.http_protocol_class(config=self.config, server_state=self.server_state,
                                                    app_state=self.lifespan.state)
-        protocol.on_close = closed = _once(lambda: self._tell(CLOSED))
-        try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, connection)
-        except OSError:  # closed by its client before it was taken
-            connection.close()
-            closed()
+        protocol.on_close = self._connection_closed
+        await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, connection)
 
-    def _tell(self, message: bytes) -> None:
+    def _connection_closed(self) -> None:
+        self._closed += 1
+        self._closed_unsaid = True
+        self._say_closed()
+
+    def _say_closed(self) -> None:
+        """The count of closes, now or (the channel full) once it can be written: the latest
+        count makes up for any not sent."""
+        loop = asyncio.get_running_loop()
+        if self._closed_unsaid and self._tell(CLOSED + COUNT.pack(self._closed)):
+            self._closed_unsaid = False
+            loop.remove_writer(self._channel.fileno())
+        elif self._closed_unsaid:
+            loop.add_writer(self._channel.fileno(), self._say_closed)
+
+    def _tell(self, message: bytes) -> bool:
+        """Whether ``message`` is off: sent, or the parent has ended (this worker then stops);
+        False: the channel is full."""
         try:
             self._channel.send(message)
-        except OSError as err:  # a parent that has ended, or stopped reading
-            log.warning("cannot tell the parent process %r: %s", message, err)
-
-
-def _once(action: Callable[[], None]) -> Callable[[], None]:
-    """``action``, done at the first call only."""
-    done = False
-
-    def call() -> None:
-        nonlocal done
-        if not done:
-            done = True
-            action()
-    return call
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:  # the parent has ended
+            self.should_exit = True
+        return True
