@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,10 +19,19 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import uvicorn
 from serving import eventually, free_port
 from uvicorn.config import STARTUP_FAILURE
 
-from askalike.app.server.balancer import SUPPORTED
+from askalike.app.server.balancer import (
+    CLOSED,
+    COUNT,
+    READY,
+    STOPPING,
+    SUPPORTED,
+    BalancedWorkers,
+    _Worker,
+)
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="the balanced workers pass connections over "
                                                       "Unix sockets of SOCK_SEQPACKET (Linux)")
@@ -163,3 +173,20 @@ def test_workers_that_fail_before_they_serve_stop_the_parent_with_uvicorns_statu
                             capture_output=True, text=True, timeout=120)
     assert failed.returncode == STARTUP_FAILURE, failed.stderr
     assert "failed to start" in failed.stderr
+
+
+def test_the_parent_reads_each_message_of_a_worker():
+    """What a worker says moves the parent's view of it: ready, its closes as a running count
+    (a later count makes up for one lost), stopping (it is passed over from then on)."""
+    parent_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with parent_end, worker_end:
+        parent_end.setblocking(False)
+        workers = BalancedWorkers(uvicorn.Config("worker_pid_app:app", host="127.0.0.1", port=0))
+        worker = _Worker(process=None, channel=parent_end, handed=5)  # type: ignore[arg-type]
+        for message in (READY, CLOSED + COUNT.pack(1), CLOSED + COUNT.pack(3)):
+            worker_end.send(message)
+            workers._heard_from(worker)
+        assert worker.ready and worker.served and worker.holding == 2
+        worker_end.send(STOPPING)
+        workers._heard_from(worker)
+        assert not worker.ready and worker.served and worker.holding == 2

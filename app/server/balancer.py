@@ -215,11 +215,13 @@ class _ChannelServer(uvicorn.Server):
         self._tell(READY)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
         self._tell(STOPPING)
-        asyncio.get_running_loop().remove_reader(self._channel.fileno())
+        loop.add_reader(self._channel.fileno(), self._refuse_waiting)  # in place of _receive
         self._refuse_waiting()
         await super().shutdown(sockets=sockets)
-        asyncio.get_running_loop().remove_writer(self._channel.fileno())
+        loop.remove_reader(self._channel.fileno())
+        loop.remove_writer(self._channel.fileno())
         self._channel.close()
 
     def _next(self) -> tuple[bytes, list[int]]:
@@ -249,7 +251,8 @@ class _ChannelServer(uvicorn.Server):
             task.add_done_callback(self._connecting.discard)
 
     def _refuse_waiting(self) -> None:
-        """Close the connections the parent sent before it read STOPPING: none has been read."""
+        """Close, unread, the connections the parent sent before it read STOPPING (their clients
+        may open them again at once: the parent then hands them to another worker)."""
         while True:
             try:
                 message, descriptors = self._next()
@@ -257,7 +260,9 @@ class _ChannelServer(uvicorn.Server):
                 return
             for descriptor in descriptors:
                 socket.socket(fileno=descriptor).close()
-            if not message:
+                self._connection_closed()
+            if not message:  # the parent has ended: nothing more will come
+                asyncio.get_running_loop().remove_reader(self._channel.fileno())
                 return
 
     async def _connect(self, connection: socket.socket) -> None:
