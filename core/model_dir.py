@@ -141,8 +141,9 @@ def update_model_config(directory: Path, **values: Any) -> dict[str, Any]:
 # bumped when train.onnx_export writes a different graph, so that cached exports are redone
 # (2: attention fused by ONNX Runtime's optimiser; 3: every MatMul with a weight in int8;
 # 4: int8 weights, fp32 activations: vectors independent of the batch; 5: peers in fp32, so
-# that a peer's figures are its own model's)
-EXPORT_FORMAT = 5
+# that a peer's figures are its own model's; 6: the residual's Adds beside LayerNormalization,
+# not ONNX Runtime's slower fused SkipLayerNormalization)
+EXPORT_FORMAT = 6
 # how a model directory's export computes (config.json's "inference": "quantization"), written by
 # train.onnx_export: int8 weights with fp32 arithmetic, or int8 arithmetic with each token's
 # activations rounded to a scale of its own (a transformer backbone's, since 2026-11-27)
