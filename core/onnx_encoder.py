@@ -92,6 +92,12 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# ONNX Runtime's load-time fusions left out: SkipLayerNormalization's CPU kernel is slower than
+# the Add, Add and LayerNormalization it replaces (``train.onnx_export._fuse``), and ONNX Runtime
+# fuses them again at load wherever a graph names its sequence length (unknown names are ignored)
+DISABLED_FUSIONS = ["SkipLayerNormFusion"]
+
+
 def _session(model_file: Path, threads: int) -> Any:
     """A session of ``threads`` threads. (Always a count: left to itself, ONNX Runtime starts a
     thread per physical core of the machine and pins each to its core, outside the CPUs that
@@ -102,7 +108,8 @@ def _session(model_file: Path, threads: int) -> Any:
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     try:
-        return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"],
+                                            disabled_optimizers=DISABLED_FUSIONS)
     except Exception as err:  # ONNX Runtime raises its own exception types for a damaged file
         raise ModelError(f"{model_file}: cannot load the ONNX model ({err})") from None
 

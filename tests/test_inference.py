@@ -153,6 +153,39 @@ def test_an_onnx_encoder_computes_on_the_cpus_the_process_was_given():
     assert set(result.stdout.split()) == {str(cpu)}
 
 
+def test_sessions_leave_the_residual_adds_beside_their_layer_norm(tmp_path):
+    """ONNX Runtime fuses Add, Add and LayerNormalization into its slower SkipLayerNormalization
+    when it loads a graph that names its sequence length; the encoder's sessions disable that
+    fusion by name, and a name ONNX Runtime no longer knows would be ignored silently."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from askalike.core.onnx_encoder import DISABLED_FUSIONS
+
+    width, rng = 8, np.random.default_rng(0)
+    parameters = [numpy_helper.from_array(rng.normal(size=width).astype(np.float32), name)
+                  for name in ("gamma", "beta", "bias")]
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, "length", width])
+              for name in ("x", "skip")]
+    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "length", width])
+    nodes = [helper.make_node("Add", ["x", "bias"], ["biased"]),
+             helper.make_node("Add", ["biased", "skip"], ["summed"]),
+             helper.make_node("LayerNormalization", ["summed", "gamma", "beta"], ["y"], axis=-1,
+                              epsilon=1e-12)]
+    graph = helper.make_model(helper.make_graph(nodes, "residual", inputs, [output], parameters),
+                              opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+    def loaded_operators(**disabled: list[str]) -> list[str]:
+        options = onnxruntime.SessionOptions()
+        options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+        onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"], **disabled)
+        return [node.op_type for node in onnx.load(tmp_path / "optimized.onnx").graph.node]
+
+    assert loaded_operators() == ["SkipLayerNormalization"]  # what the sessions must prevent
+    assert loaded_operators(disabled_optimizers=DISABLED_FUSIONS) == ["Add", "Add", "LayerNormalization"]
+
+
 @pytest.mark.slow
 def test_a_damaged_onnx_file_is_a_clear_error(tmp_path):
     directory = saved_model(tmp_path / "transformer", "transformer")

@@ -294,10 +294,12 @@ def _fuse(source: Path, target: Path, encoder: EncoderModule) -> None:
     """ONNX Runtime's BERT optimiser: attention and bias-GELU fusions. Attention fuses only in a
     Hugging Face backbone's graph (see ``_write_graph``); the embedding lookups stay plain Gathers
     so that they can be quantised. The residual's Adds stay beside their LayerNormalization: ONNX
-    Runtime's CPU kernel of the fused SkipLayerNormalization took 176 us for 64 tokens of 384
-    against 47 us for Add, Add and LayerNormalization (ONNX Runtime 1.32, one AVX2 core), and
-    models/accurate encodes about 1.1x the sentences/s without it (docs/results.md).
-    On models/accurate the fused fp32 graph encodes 1.15x the sentences/s of the unfused one."""
+    Runtime's CPU kernel of the fused SkipLayerNormalization took 156 us for 64 tokens of 384
+    against 39 us for Add, Add and LayerNormalization (ONNX Runtime 1.32, one AVX2 core:
+    bench/experiments/layer_norm_kernels.py), and models/accurate encodes 1.03-1.13x the
+    sentences/s without it (docs/results.md); sessions keep ONNX Runtime from fusing them again
+    at load (``core.onnx_encoder.DISABLED_FUSIONS``). On models/accurate the fused fp32 graph
+    encoded 1.15x the sentences/s of the unfused one (measured with the LayerNorms fused too)."""
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 

@@ -267,13 +267,15 @@ def eval_domains(
     """Out of domain: pair ranking accuracy and Pearson r on SICK and the STS Q&A sets, domains
     no shipped model trained on (vectors cached under $ASKALIKE_CACHE/ood)."""
     from askalike.core.data_dir import resolve_data_dir
-    from askalike.core.model_dir import cache_dir, weights_fingerprint
+    from askalike.core.model_dir import EXPORT_FORMAT, cache_dir, weights_fingerprint
     from askalike.core.ood_evaluation import PARTS, CachedEncoder, evaluate_domains
 
     with user_errors():
         if part not in PARTS:
             raise typer.BadParameter(f"--part must be one of {', '.join(PARTS)}, not {part!r}")
-        key = f"{model}:{weights_fingerprint(model)}:{'torch' if use_torch else 'query'}"
+        # the query encoder's vectors change with the export's graph as well as with the weights
+        computed_by = "torch" if use_torch else f"query-export-{EXPORT_FORMAT}"
+        key = f"{model}:{weights_fingerprint(model)}:{computed_by}"
         encoder = CachedEncoder(_encoder(model, use_torch, device), cache_dir() / "ood", key)
         figures = evaluate_domains(encoder, resolve_data_dir(data_dir), part)
     print_figures(f"Out of domain ({part}): {model}", {"model": model, "part": part, **figures}, as_json)
