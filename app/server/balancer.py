@@ -204,7 +204,6 @@ class _ChannelServer(uvicorn.Server):
         self._channel = channel
         self._connecting: set[asyncio.Task[None]] = set()
         self._closed = 0  # connections closed so far
-        self._closed_unsaid = False  # the parent has not been told the latest count
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         if not issubclass(self.config.http_protocol_class, NoDelayHTTP):
@@ -273,17 +272,15 @@ class _ChannelServer(uvicorn.Server):
 
     def _connection_closed(self) -> None:
         self._closed += 1
-        self._closed_unsaid = True
         self._say_closed()
 
     def _say_closed(self) -> None:
         """The count of closes, now or (the channel full) once it can be written: the latest
         count makes up for any not sent."""
         loop = asyncio.get_running_loop()
-        if self._closed_unsaid and self._tell(CLOSED + COUNT.pack(self._closed)):
-            self._closed_unsaid = False
+        if self._tell(CLOSED + COUNT.pack(self._closed)):
             loop.remove_writer(self._channel.fileno())
-        elif self._closed_unsaid:
+        else:
             loop.add_writer(self._channel.fileno(), self._say_closed)
 
     def _tell(self, message: bytes) -> bool:
