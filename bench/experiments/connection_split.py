@@ -2,7 +2,9 @@
 hybrid clients on `askalike serve --workers 2` over the bench-serve index of `models/fast`
 (100,000 questions), their connections split as asked (4/4, 6/2, ...), idle and then with a
 writer adding 10,000 questions in writes of 100 (as `bench.serve`'s writer level). Each split
-runs on a fresh server over a fresh copy of the index.
+runs on a fresh server over a fresh copy of the index. Besides the figures of all 8 clients, the
+p99 of each worker's clients (the workers in the order of their process ids; the writer's
+connection may reach either).
 
 The connections are placed by opening 40 and keeping, of those each worker holds (read with
 `ss -tnp`, iproute2), as many as the split asks; the rest are closed before the clients start.
@@ -80,10 +82,11 @@ def split_connections(port: int, split: tuple[int, ...]) -> list[http.client.HTT
 
 
 def searching(connections: list[http.client.HTTPConnection], queries: list[str], seconds: float,
-              write: Callable[[], object] | None) -> tuple[float, np.ndarray]:
-    """Searches a second and the latencies (ms) of ``connections`` searching for ``seconds`` (and,
-    with ``write``, until it has written)."""
-    stop, latencies = threading.Event(), []
+              write: Callable[[], object] | None) -> tuple[float, list[list[float]]]:
+    """Searches a second and each connection's latencies (ms), ``connections`` searching for
+    ``seconds`` (and, with ``write``, until it has written)."""
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in connections]
 
     def client(offset: int, connection: http.client.HTTPConnection) -> None:
         number = offset
@@ -95,7 +98,7 @@ def searching(connections: list[http.client.HTTPConnection], queries: list[str],
             answer.read()
             if answer.status != 200:
                 raise SystemExit(f"a search answered {answer.status}")
-            latencies.append((time.perf_counter() - started) * 1000)
+            latencies[offset].append((time.perf_counter() - started) * 1000)
             number += len(connections)
 
     threads = [threading.Thread(target=client, args=pair) for pair in enumerate(connections)]
@@ -108,7 +111,17 @@ def searching(connections: list[http.client.HTTPConnection], queries: list[str],
     stop.set()
     for thread in threads:
         thread.join()
-    return len(latencies) / (time.perf_counter() - started), np.array(latencies)
+    return sum(map(len, latencies)) / (time.perf_counter() - started), latencies
+
+
+def p99_by_worker(port: int, connections: list[http.client.HTTPConnection],
+                  latencies: list[list[float]]) -> str:
+    """The p99 of each worker's connections, the workers in the order of their process ids."""
+    held = worker_of_each_client_port(port)
+    by_worker: dict[int, list[float]] = {}
+    for connection, own in zip(connections, latencies, strict=True):
+        by_worker.setdefault(held[connection.sock.getsockname()[1]], []).extend(own)
+    return " / ".join(f"{np.percentile(by_worker[worker], 99):.1f}" for worker in sorted(by_worker))
 
 
 def main() -> None:
@@ -123,7 +136,7 @@ def main() -> None:
     index = cached_index("models/fast", source, QUESTIONS, "hnsw")
     queries = [text[:QUERY_CHARS] for text in texts[QUESTIONS:QUESTIONS + QUERIES]]
     to_write = texts[QUESTIONS + QUERIES:]
-    print("| split | writer | searches/s | p50 ms | p99 ms |\n|---|---|---|---|---|")
+    print("| split | writer | searches/s | p50 ms | p99 ms | p99 ms by worker |\n|---|---|---|---|---|---|")
     for split in [tuple(int(n) for n in text.split("/")) for text in args.splits]:
         with tempfile.TemporaryDirectory() as work:
             served, keys = Path(work) / "index", Path(work) / "keys"
@@ -140,10 +153,12 @@ def main() -> None:
                                      ("adding", lambda write=writer: write(to_write, "split-"))):
                     connections = split_connections(port, split)
                     rate, latencies = searching(connections, queries, args.seconds, write)
+                    by_worker = p99_by_worker(port, connections, latencies)
                     for connection in connections:
                         connection.close()
+                    every = np.concatenate(latencies)
                     print(f"| {'/'.join(map(str, split))} | {label} | {rate:.1f} | "
-                          f"{np.percentile(latencies, 50):.1f} | {np.percentile(latencies, 99):.1f} |",
+                          f"{np.percentile(every, 50):.1f} | {np.percentile(every, 99):.1f} | {by_worker} |",
                           flush=True)
 
 
